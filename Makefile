@@ -1,0 +1,86 @@
+# binlake developer and CI entry points (GNU make, Debian 12, run as root).
+#
+#   make deps   system packages (MariaDB server and client), only when missing
+#   make venv   .venv with python 3.11 and the editable package with its dev extra
+#   make test   deps + venv, then the fast test suite
+#   make lint   ruff check, ruff format --check, mypy --strict
+#   make demo   deps + venv, then scripts/demo.py
+#   make bench  deps + venv + bench extra, then every bench/*.py
+#   make clean  remove .venv and caches
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+VENV := .venv
+VENV_PY := $(VENV)/bin/python
+DEV_STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
+
+# The first of python3 / python3.11 that is a 3.11 interpreter (pyenv's python3 is 3.11.7 here).
+PYTHON ?= $(shell for p in python3 python3.11; do \
+	  if command -v $$p >/dev/null 2>&1 && \
+	     $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then \
+	    command -v $$p; break; \
+	  fi; \
+	done)
+
+# mariadbd lives in /usr/sbin, which is not on every PATH.
+export PATH := $(PATH):/usr/sbin:/usr/local/sbin
+export DEBIAN_FRONTEND := noninteractive
+
+APT_PACKAGES := mariadb-server mariadb-client
+
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
+PYTEST_ARGS ?=
+
+.PHONY: deps venv test lint demo bench clean
+
+deps:
+	@if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-binlog >/dev/null 2>&1 \
+	    && command -v mariadb-install-db >/dev/null 2>&1; then \
+	  echo "deps: MariaDB already installed ($$(mariadbd --version))"; \
+	else \
+	  echo "deps: installing $(APT_PACKAGES)"; \
+	  apt-get update -q; \
+	  apt-get install -y -q --no-install-recommends $(APT_PACKAGES); \
+	fi
+
+$(VENV_PY):
+	@test -n "$(PYTHON)" || { echo "venv: no python 3.11 found (tried python3, python3.11)" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(DEV_STAMP): pyproject.toml | $(VENV_PY)
+	$(VENV_PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(DEV_STAMP)
+
+test: deps venv
+	@rc=0; $(VENV)/bin/pytest -m "not slow" --durations=15 $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
+	exit $$rc
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+demo: deps venv
+	$(VENV_PY) scripts/demo.py
+
+$(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
+	$(VENV_PY) -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+bench: deps venv $(BENCH_STAMP)
+	@shopt -s nullglob; scripts=(bench/*.py); \
+	if [ $${#scripts[@]} -eq 0 ]; then echo "bench: no bench/*.py yet"; fi; \
+	for script in "$${scripts[@]}"; do \
+	  echo "== $$script"; \
+	  $(VENV_PY) "$$script"; \
+	done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,154 @@
+"""Whole events: header + body + CRC32, to and from bytes.
+
+``decode_event`` checks the CRC32 (when the format context declares one) before it looks at the
+body: a bad event is reported, never interpreted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ChecksumAlg, EventType
+from binlake.binlog.errors import ChecksumMismatchError, InvalidEventError
+from binlake.binlog.events import ControlPayload, decode_control, encode_control
+from binlake.binlog.format import (
+    FormatContext,
+    decode_format_description,
+    encode_format_description_body,
+    has_checksum_trailer,
+)
+from binlake.binlog.header import EventHeader, decode_header, event_crc, stored_crc, with_crc
+from binlake.binlog.rows import RowsEvent, decode_rows_event, encode_rows_event
+from binlake.binlog.tablemap import TableMap, decode_table_map, encode_table_map
+
+Payload = ControlPayload | FormatContext | TableMap | RowsEvent
+
+ROWS_TYPES = frozenset(
+    {
+        EventType.WRITE_ROWS_V1,
+        EventType.UPDATE_ROWS_V1,
+        EventType.DELETE_ROWS_V1,
+        EventType.WRITE_ROWS_V2,
+        EventType.UPDATE_ROWS_V2,
+        EventType.DELETE_ROWS_V2,
+        EventType.WRITE_ROWS_COMPRESSED_V1,
+        EventType.UPDATE_ROWS_COMPRESSED_V1,
+        EventType.DELETE_ROWS_COMPRESSED_V1,
+        EventType.WRITE_ROWS_COMPRESSED,
+        EventType.UPDATE_ROWS_COMPRESSED,
+        EventType.DELETE_ROWS_COMPRESSED,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BinlogEvent:
+    """One event as found at ``offset``: its header, its decoded payload and its exact bytes."""
+
+    offset: int
+    header: EventHeader
+    payload: Payload
+    raw: bytes
+
+    @property
+    def end_offset(self) -> int:
+        return self.offset + self.header.event_size
+
+    @property
+    def type_name(self) -> str:
+        return self.header.type_name
+
+
+def checksum_alg_of_fde(event: bytes | memoryview) -> int:
+    """The checksum algorithm a FORMAT_DESCRIPTION declares for itself and what follows."""
+    body = memoryview(event)[HEADER_LEN:]
+    return decode_format_description(body).checksum_alg
+
+
+def verify_checksum(event: bytes | memoryview, offset: int, alg: int) -> None:
+    if alg != ChecksumAlg.CRC32:
+        return
+    if len(event) < HEADER_LEN + CHECKSUM_LEN:
+        raise InvalidEventError(
+            f"event of {len(event)} bytes has no room for its CRC32", offset=offset
+        )
+    stored, computed = stored_crc(event), event_crc(event)
+    if stored != computed:
+        header = decode_header(event)
+        raise ChecksumMismatchError(
+            f"CRC32 stored {stored:#010x}, computed {computed:#010x}",
+            offset=offset,
+            event_type=header.type_name,
+        )
+
+
+def decode_event(event: bytes | memoryview, ctx: FormatContext, offset: int = 0) -> BinlogEvent:
+    """Decode one whole event (exactly ``event_size`` bytes), checking its CRC32 first.
+
+    A FORMAT_DESCRIPTION's own CRC32 is always checked (servers always write it), so a damaged
+    checksum-algorithm byte cannot switch verification off for the events after it.
+    """
+    header = decode_header(event)
+    if header.event_size != len(event):
+        raise InvalidEventError(
+            f"event declares {header.event_size} bytes but {len(event)} were given",
+            offset=offset,
+            event_type=header.type_name,
+        )
+    if header.type_code == EventType.FORMAT_DESCRIPTION:
+        new_ctx = decode_format_description(memoryview(event)[HEADER_LEN:], offset)
+        own_alg = ChecksumAlg.CRC32 if has_checksum_trailer(new_ctx) else ChecksumAlg.OFF
+        verify_checksum(event, offset, own_alg)
+        return BinlogEvent(offset, header, new_ctx, bytes(event))
+    verify_checksum(event, offset, ctx.checksum_alg)
+    body = memoryview(event)[HEADER_LEN : len(event) - ctx.checksum_len]
+    payload = decode_payload(header.type_code, body, ctx, offset)
+    return BinlogEvent(offset, header, payload, bytes(event))
+
+
+def decode_payload(type_code: int, body: memoryview, ctx: FormatContext, offset: int) -> Payload:
+    if type_code == EventType.TABLE_MAP:
+        return decode_table_map(body, ctx, offset)
+    if type_code in ROWS_TYPES:
+        return decode_rows_event(type_code, body, ctx, offset)
+    return decode_control(type_code, body, ctx, offset)
+
+
+def encode_body(payload: Payload, ctx: FormatContext) -> bytes:
+    if isinstance(payload, FormatContext):
+        return encode_format_description_body(payload)
+    if isinstance(payload, TableMap):
+        return encode_table_map(payload, ctx)
+    if isinstance(payload, RowsEvent):
+        return encode_rows_event(payload, ctx)
+    return encode_control(payload)
+
+
+def payload_type_code(payload: Payload) -> int:
+    if isinstance(payload, FormatContext):
+        return int(EventType.FORMAT_DESCRIPTION)
+    if isinstance(payload, TableMap):
+        return int(EventType.TABLE_MAP)
+    return int(payload.type_code)
+
+
+def encode_event(
+    payload: Payload,
+    ctx: FormatContext,
+    *,
+    timestamp: int = 0,
+    server_id: int = 1,
+    log_pos: int = 0,
+    flags: int = 0,
+) -> bytes:
+    """Frame ``payload`` as a whole event; ``log_pos`` is the end offset to store in the header.
+
+    A FORMAT_DESCRIPTION always ends with a CRC32, whatever algorithm it declares for the events
+    after it; other events carry one when ``ctx`` declares CRC32.
+    """
+    body = encode_body(payload, ctx)
+    has_crc = isinstance(payload, FormatContext) or ctx.has_checksum
+    size = HEADER_LEN + len(body) + (CHECKSUM_LEN if has_crc else 0)
+    header = EventHeader(timestamp, payload_type_code(payload), server_id, size, log_pos, flags)
+    unframed = header.encode() + body
+    return with_crc(unframed) if has_crc else unframed

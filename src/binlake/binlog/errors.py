@@ -1,0 +1,124 @@
+"""The root of binlake's error tree and the errors of the binlog format.
+
+The root lives here, in the innermost package, so that pure format code can raise typed errors
+without importing anything outside ``binlake.binlog``; ``binlake.errors`` re-exports it and adds
+the errors of the outer layers.
+
+Every error carries a one-line ``hint`` and whatever structured fields apply: ``file``,
+``offset`` (byte offset of the event or problem in that file), ``event_type`` (the name
+mariadb-binlog prints) and ``table`` (``db.table``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+
+class BinlakeError(Exception):
+    """Base of every error binlake raises on purpose."""
+
+    default_hint: ClassVar[str] = "see the message above"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        file: str | None = None,
+        offset: int | None = None,
+        event_type: str | None = None,
+        table: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        self.file = file
+        self.offset = offset
+        self.event_type = event_type
+        self.table = table
+
+    def with_location(self, *, file: str | None = None, offset: int | None = None) -> Self:
+        """Fill in location fields the raiser could not know (pure code knows no file name)."""
+        if file is not None and self.file is None:
+            self.file = file
+        if offset is not None and self.offset is None:
+            self.offset = offset
+        return self
+
+    def fields(self) -> dict[str, Any]:
+        """The structured fields that are set, for logs and JSON output."""
+        out: dict[str, Any] = {"error": type(self).__name__, "message": self.message}
+        for name in ("file", "offset", "event_type", "table"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        out["hint"] = self.hint
+        return out
+
+    def __str__(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(self.file)
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        if self.event_type is not None:
+            where.append(self.event_type)
+        if self.table is not None:
+            where.append(f"table {self.table}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        return f"{prefix}{self.message}"
+
+
+class BinlogFormatError(BinlakeError):
+    """Bytes that are not a valid binlog: a reader must stop here, never skip."""
+
+    default_hint = "the file is damaged or not a binlog; `binlake binlog verify FILE` shows where"
+
+
+class NotABinlogError(BinlogFormatError):
+    """The file does not start with the binlog magic or a format description."""
+
+    default_hint = "pass a binlog v4 file (it starts with the bytes fe 62 69 6e)"
+
+
+class TruncatedEventError(BinlogFormatError):
+    """An event header or body ends before its declared length (a torn write at a tail)."""
+
+    default_hint = "a crash left a partial event; `binlake binlog recover DIR` trims it"
+
+
+class InvalidEventError(BinlogFormatError):
+    """An event whose header or body is impossible (bad length, bad field)."""
+
+
+class OrphanEventError(BinlogFormatError):
+    """An event that closes a transaction (XID, COMMIT, XA PREPARE) where none is open."""
+
+    default_hint = (
+        "the log's transactions are not whole: a file was cut or spliced; "
+        "restore it from a copy or re-fetch it from the source"
+    )
+
+
+class ChecksumMismatchError(BinlogFormatError):
+    """The CRC32 stored in an event does not match its bytes."""
+
+    default_hint = (
+        "the event's bytes changed after they were written; a mismatch at the tail of the newest "
+        "file is a torn write (`binlake binlog recover`), anywhere else it is corruption"
+    )
+
+
+class UnsupportedTypeError(BinlakeError):
+    """A column type or event feature binlake cannot represent exactly."""
+
+    default_hint = "this column type is not supported; exclude the table in [tables] exclude"
+
+
+class ValueDecodeError(BinlogFormatError):
+    """A column value that cannot be decoded exactly (e.g. bytes invalid in the column charset)."""
+
+    default_hint = (
+        "the stored bytes do not match the column's declared type or charset; "
+        "check the source column definition"
+    )

@@ -1,0 +1,177 @@
+"""Walking the events of one binlog held in memory, and telling a torn tail from corruption.
+
+``EventStream`` yields events in order and raises at the first bad byte (short header, impossible
+length, CRC mismatch, malformed body); ``last_good_offset`` is then the end of the last event that
+was whole and valid. It never skips a bad event.
+
+``classify_problem`` applies the design's rule: a bad event with no valid event anywhere after it
+is a torn tail (what a crash leaves); a bad event followed by valid data is corruption.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterator
+from enum import Enum
+
+from binlake.binlog.codec import BinlogEvent, decode_event
+from binlake.binlog.constants import (
+    CHECKSUM_LEN,
+    EVENT_TYPE_NAMES,
+    HEADER_LEN,
+    MAGIC,
+    MAX_EVENT_SIZE,
+    ChecksumAlg,
+    EventType,
+)
+from binlake.binlog.errors import (
+    BinlogFormatError,
+    InvalidEventError,
+    NotABinlogError,
+    OrphanEventError,
+    TruncatedEventError,
+)
+from binlake.binlog.format import FormatContext
+from binlake.binlog.header import decode_header, event_crc, stored_crc
+
+#: Anything the stream can view without copying (a file mapped by the caller included).
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+_TYPE_AND_SIZE = struct.Struct("<4xBxxxxI")
+
+
+class EventStream:
+    """The events of one binlog (or of a replication stream's bytes) in ``buf``.
+
+    ``start``: offset of the first event to yield. In a file (``expect_magic``), the
+    FORMAT_DESCRIPTION at offset 4 is always read first so that later events can be decoded,
+    and yielded only if ``start`` is at or before it.
+    """
+
+    def __init__(
+        self,
+        buf: Buffer,
+        *,
+        start: int | None = None,
+        ctx: FormatContext | None = None,
+        expect_magic: bool = True,
+    ) -> None:
+        self.buf = memoryview(buf)
+        self.ctx = ctx if ctx is not None else FormatContext.default()
+        self.expect_magic = expect_magic
+        self.start = start
+        self.last_good_offset = 0
+        self.saw_format_description = ctx is not None
+
+    def __iter__(self) -> Iterator[BinlogEvent]:
+        pos = 0
+        if self.expect_magic:
+            self._check_magic()
+            pos = self.last_good_offset = len(MAGIC)
+        start = pos if self.start is None else self.start
+        if self.expect_magic and start > pos:
+            first = self._next_event(pos)
+            if first.header.type_code != EventType.FORMAT_DESCRIPTION:
+                raise NotABinlogError(
+                    f"first event is {first.type_name}, not Format_desc", offset=pos
+                )
+            self.ctx = first.payload  # type: ignore[assignment]
+            pos = start
+            self.last_good_offset = pos
+        end = len(self.buf)
+        while pos < end:
+            event = self._next_event(pos)
+            if isinstance(event.payload, FormatContext):
+                self.ctx = event.payload
+                self.saw_format_description = True
+            pos = self.last_good_offset = event.end_offset
+            yield event
+
+    def _check_magic(self) -> None:
+        head = bytes(self.buf[: len(MAGIC)])
+        if head != MAGIC:
+            if len(head) < len(MAGIC) and MAGIC.startswith(head):
+                raise TruncatedEventError(
+                    f"file is {len(head)} bytes, shorter than the 4-byte magic", offset=0
+                )
+            raise NotABinlogError(f"file starts with {head.hex()}, not the binlog magic fe62696e")
+
+    def _next_event(self, pos: int) -> BinlogEvent:
+        header = decode_header(self.buf, pos)
+        size = header.event_size
+        if size > MAX_EVENT_SIZE:
+            raise InvalidEventError(
+                f"event size {size} is impossible", offset=pos, event_type=header.type_name
+            )
+        if pos + size > len(self.buf):
+            raise TruncatedEventError(
+                f"event of {size} bytes runs past the end ({len(self.buf) - pos} bytes remain)",
+                offset=pos,
+                event_type=header.type_name,
+            )
+        if (
+            self.expect_magic
+            and pos == len(MAGIC)
+            and header.type_code != EventType.FORMAT_DESCRIPTION
+        ):
+            raise NotABinlogError(f"first event is {header.type_name}, not Format_desc", offset=pos)
+        try:
+            return decode_event(self.buf[pos : pos + size], self.ctx, pos)
+        except BinlogFormatError as exc:
+            raise exc.with_location(offset=pos) from None
+
+
+class ProblemKind(Enum):
+    TORN_TAIL = "torn_tail"
+    CORRUPTION = "corruption"
+
+
+def find_next_valid_event(buf: Buffer, after: int, checksum_alg: int) -> int | None:
+    """The first offset past ``after`` where a whole event with a correct CRC32 starts, if any.
+
+    Without CRC32 nothing can be proven valid, so the answer is always None.
+    """
+    if checksum_alg != ChecksumAlg.CRC32:
+        return None
+    view = memoryview(buf)
+    end = len(view)
+    min_size = HEADER_LEN + CHECKSUM_LEN
+    known = EVENT_TYPE_NAMES
+    unpack = _TYPE_AND_SIZE.unpack_from
+    for pos in range(after + 1, end - min_size + 1):
+        type_code, size = unpack(view, pos)
+        if type_code not in known or size < min_size or pos + size > end:
+            continue
+        event = view[pos : pos + size]
+        if stored_crc(event) == event_crc(event):
+            return pos
+    return None
+
+
+def classify_problem(buf: Buffer, error: BinlogFormatError, ctx: FormatContext) -> ProblemKind:
+    """Torn tail if nothing valid follows the bad event, else corruption.
+
+    Without CRC32 nothing after the bad event can be proven valid, so only an event that runs past
+    the end of the buffer counts as torn; any other bad event is corruption.
+    """
+    bad_offset = error.offset if error.offset is not None else 0
+    if isinstance(error, NotABinlogError | OrphanEventError):
+        return ProblemKind.CORRUPTION
+    if ctx.checksum_alg != ChecksumAlg.CRC32:
+        torn = isinstance(error, TruncatedEventError)
+        return ProblemKind.TORN_TAIL if torn else ProblemKind.CORRUPTION
+    if _is_whole_valid_event(memoryview(buf), bad_offset):
+        return ProblemKind.CORRUPTION  # its bytes are as written: not a torn write
+    if find_next_valid_event(buf, bad_offset, ctx.checksum_alg) is None:
+        return ProblemKind.TORN_TAIL
+    return ProblemKind.CORRUPTION
+
+
+def _is_whole_valid_event(view: memoryview, pos: int) -> bool:
+    if len(view) - pos < HEADER_LEN + CHECKSUM_LEN:
+        return False
+    _type_code, size = _TYPE_AND_SIZE.unpack_from(view, pos)
+    if size < HEADER_LEN + CHECKSUM_LEN or pos + size > len(view):
+        return False
+    event = view[pos : pos + size]
+    return stored_crc(event) == event_crc(event)

@@ -1,0 +1,214 @@
+"""`binlake binlog ...`: commands that read binlog files (ours or a server's) offline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from binlake.binlog.codec import BinlogEvent
+from binlake.binlog.errors import BinlakeError
+from binlake.binlog.rows import RowsEvent, decode_rows
+from binlake.binlog.stream import ProblemKind
+from binlake.binlog.tablemap import TableMap
+from binlake.cli.render import describe, event_json, row_json
+from binlake.errors import FileAccessError
+from binlake.storage.binlog_file import BinlogFileReader, FileScan
+from binlake.storage.index import files_of
+from binlake.storage.recovery import recover_log
+
+EXIT_TORN_TAIL = 1
+EXIT_CORRUPTION = 2
+
+
+def register(commands: Any) -> None:
+    group = commands.add_parser("binlog", help="read, check and repair binlog files offline")
+    sub = group.add_subparsers(dest="binlog_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    dump = sub.add_parser("dump", help="print the events of binlog files, one per line")
+    dump.add_argument(
+        "files", nargs="+", type=Path, metavar="PATH",
+        help="binlog files, or a folder holding an .index file",
+    )
+    dump.add_argument("--json", action="store_true", help="JSON Lines: one object per event")
+    dump.add_argument("--rows", action="store_true", help="include decoded row values")
+    dump.add_argument(
+        "--start-position",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start at byte offset N of the first file (an event boundary)",
+    )
+    dump.set_defaults(handler=run_dump)
+
+    verify = sub.add_parser(
+        "verify",
+        help="check binlog files: exit 0 clean, 1 torn tail of the newest file only, "
+        "2 corruption (or a torn tail in an older file, or an unreadable file)",
+    )
+    verify.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="binlog files, or a folder holding an .index file",
+    )
+    verify.add_argument("--json", action="store_true", help="one JSON object per file")
+    verify.set_defaults(handler=run_verify)
+
+    recover = sub.add_parser(
+        "recover",
+        help="repair a binlog or relay log folder after a crash: repair the index, trim the "
+        "newest file to its last complete transaction, clear IN_USE (refuses on corruption)",
+    )
+    recover.add_argument(
+        "folder",
+        type=Path,
+        metavar="DIR",
+        help="the folder holding the log files and their .index file",
+    )
+    recover.add_argument(
+        "--dry-run", action="store_true", help="print what would be done and change nothing"
+    )
+    recover.set_defaults(handler=run_recover)
+
+
+@contextmanager
+def open_binlog(path: Path) -> Iterator[BinlogFileReader]:
+    try:
+        fileobj = path.open("rb")
+    except OSError as exc:
+        raise FileAccessError(f"cannot open: {exc.strerror}", file=str(path)) from exc
+    with fileobj, BinlogFileReader(fileobj, str(path)) as reader:
+        yield reader
+
+
+def _rows_of(event: BinlogEvent, table: TableMap | None) -> list[dict[str, Any]]:
+    if table is None or not isinstance(event.payload, RowsEvent):
+        return []
+    out = []
+    for before, after in decode_rows(event.payload, table):
+        entry: dict[str, Any] = {}
+        if before is not None:
+            entry["before"] = row_json(before, table)
+        if after is not None:
+            entry["after"] = row_json(after, table)
+        out.append(entry)
+    return out
+
+
+def _print_event(event: BinlogEvent, table: TableMap | None, args: argparse.Namespace) -> None:
+    rows = _rows_of(event, table) if args.rows else None
+    if args.json:
+        obj = event_json(event, table)
+        if rows is not None and isinstance(event.payload, RowsEvent):
+            obj["rows"] = rows
+        print(json.dumps(obj, ensure_ascii=False))
+        return
+    h = event.header
+    print(
+        f"{event.offset:>10} {h.type_name:<18} size={h.event_size:<7} "
+        f"end_log_pos={h.log_pos:<10} {describe(event, table)}"
+    )
+    for entry in rows or []:
+        for side in ("before", "after"):
+            if side in entry:
+                print(f"{'':>12}{side}: {json.dumps(entry[side], ensure_ascii=False)}")
+
+
+def _table_for(event: BinlogEvent, tables: dict[int, TableMap]) -> TableMap | None:
+    payload = event.payload
+    if isinstance(payload, TableMap):
+        tables[payload.table_id] = payload
+        return payload
+    if isinstance(payload, RowsEvent):
+        return tables.get(payload.table_id)
+    return None
+
+
+def run_dump(args: argparse.Namespace) -> int:
+    files = [f for p in args.files for f in files_of(p)]
+    for i, path in enumerate(files):
+        with open_binlog(path) as reader:
+            tables: dict[int, TableMap] = {}
+            start = args.start_position if i == 0 else None
+            for event in reader.events(start=start):
+                _print_event(event, _table_for(event, tables), args)
+    return 0
+
+
+def _scan_text(scan: FileScan) -> str:
+    state = "IN_USE set" if scan.in_use else "IN_USE clear"
+    head = (
+        f"{scan.path}: {scan.events} events, {scan.transactions} transactions, "
+        f"last valid offset {scan.last_good_offset} of {scan.size}, {state}"
+    )
+    if scan.problem is None:
+        return f"{head}, OK"
+    return f"{head}, {scan.problem.describe()}"
+
+
+def _scan_json(scan: FileScan) -> dict[str, Any]:
+    problem = None
+    if scan.problem is not None:
+        problem = {"kind": scan.problem.kind.value, **scan.problem.error.fields()}
+    return {
+        "file": scan.path,
+        "size": scan.size,
+        "events": scan.events,
+        "transactions": scan.transactions,
+        "last_good_offset": scan.last_good_offset,
+        "transaction_boundary": scan.boundary,
+        "in_use": scan.in_use,
+        "first_gtid": scan.first_gtid,
+        "last_gtid": scan.last_gtid,
+        "problem": problem,
+    }
+
+
+def _verify_one(path: Path) -> FileScan | BinlakeError:
+    try:
+        with open_binlog(path) as reader:
+            return reader.scan()
+    except FileAccessError as error:
+        return error
+
+
+def _exit_code(scan: FileScan, newest: bool) -> int:
+    """A torn tail is what a crash leaves only in the newest file; anywhere else it is damage."""
+    if scan.problem is None:
+        return 0
+    if scan.problem.kind is ProblemKind.TORN_TAIL and newest:
+        return EXIT_TORN_TAIL
+    return EXIT_CORRUPTION
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    files = [f for p in args.paths for f in files_of(p)]
+    worst = 0
+    for i, path in enumerate(files):
+        result = _verify_one(path)
+        if isinstance(result, BinlakeError):
+            worst = EXIT_CORRUPTION
+            print(json.dumps(result.fields()) if args.json else f"{path}: error: {result}")
+            print(f"hint: {result.hint}", file=sys.stderr)
+            continue
+        code = _exit_code(result, newest=i == len(files) - 1)
+        worst = max(worst, code)
+        print(json.dumps(_scan_json(result)) if args.json else _scan_text(result))
+        if result.problem is not None:
+            print(f"hint: {result.problem.hint}", file=sys.stderr)
+    return worst
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    """Exit 0 when the folder is (or, with --dry-run, would be) clean; typed errors otherwise."""
+    report = recover_log(args.folder, dry_run=args.dry_run)
+    for line in report.lines:
+        print(line)
+    return 0

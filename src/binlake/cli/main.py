@@ -1,0 +1,83 @@
+"""The ``binlake`` command: argument parsing, dispatch, and the mapping of errors to exit codes.
+
+Every ``BinlakeError`` becomes two lines on stderr (what went wrong, and a hint) and a non-zero
+exit code; no traceback reaches the user unless ``BINLAKE_DEBUG=1`` asks for one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+
+from binlake import __version__
+from binlake.cli import binlog_cmd
+from binlake.errors import BinlakeError, exit_code_for
+
+Handler = Callable[[argparse.Namespace], int]
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 64 (usage) with a hint instead of 2, which `verify` uses."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
+        print(f"hint: run `{self.prog} --help`", file=sys.stderr)
+        raise SystemExit(64)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="binlake",
+        description="Exactly-once replication of MySQL/MariaDB binlogs into Apache Iceberg.",
+    )
+    parser.add_argument("--version", action="version", version=f"binlake {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    binlog_cmd.register(commands)
+    return parser
+
+
+def report_error(error: BinlakeError) -> int:
+    print(f"error: {error}", file=sys.stderr)
+    print(f"hint: {error.hint}", file=sys.stderr)
+    return exit_code_for(error)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except BinlakeError as error:
+        return report_error(error)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`binlake binlog dump F | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as error:
+        if os.environ.get("BINLAKE_DEBUG") == "1":
+            traceback.print_exc()
+        print(f"error: internal error: {type(error).__name__}: {error}", file=sys.stderr)
+        print(
+            "hint: this is a bug in binlake; rerun with BINLAKE_DEBUG=1 and report the traceback",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def main() -> None:
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

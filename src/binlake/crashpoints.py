@@ -1,0 +1,95 @@
+"""Named crash points: every durable step has one, and every one has a kill -9 test.
+
+Setting ``BINLAKE_CRASH_POINT=name[:n]`` makes the process SIGKILL itself (no cleanup, no
+flush of Python buffers) the n-th time (default 1st) it passes the step called ``name``.
+``POINTS`` is the one list of names; docs/recovery.md lists the same names with their tests, and
+a unit test checks the two agree.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV_VAR = "BINLAKE_CRASH_POINT"
+
+#: Every crash point: name -> the durable step it interrupts.
+POINTS: dict[str, str] = {
+    # durable file helpers (storage/durable.py)
+    "durable_after_temp_write": "atomic replace: temp file written, not yet fsynced",
+    "durable_after_temp_fsync": "atomic replace: temp file fsynced, not yet renamed",
+    "durable_after_rename": "atomic replace: renamed over the target, folder not yet fsynced",
+    # relay log writer (storage/relay_log.py)
+    "relay_before_append": "relay log: before an event is appended",
+    "relay_mid_event": "relay log: half of an event written (a torn write)",
+    "relay_after_append": "relay log: event appended, not yet fsynced",
+    "relay_before_fsync": "relay log: before the group fsync",
+    "relay_after_fsync": "relay log: after the group fsync",
+    "relay_rotate_before_index": "rotation: new file created, index not yet updated",
+    "relay_rotate_after_index": "rotation: index updated, old file not yet closed",
+    "relay_close_before_flag": "clean close: IN_USE flag not yet cleared",
+    # purge (storage/relay_log.py, storage/index.py)
+    "purge_before_index": "purge: marker written, index not yet updated",
+    "purge_after_index": "purge: index updated, files not yet deleted",
+    "purge_before_delete": "purge: before each file is deleted",
+    # recovery (storage/recovery.py)
+    "recover_after_truncate": "recovery: file truncated, IN_USE flag not yet cleared",
+    # shadow-page state file (storage/shadow.py)
+    "shadow_after_spare_write": "shadow page: spare page written, not yet fsynced",
+    "shadow_after_prepare": "shadow page: spare page and prepared XID durable, pointer not flipped",
+    "shadow_after_flip": "shadow page: pointer flipped, not yet fsynced",
+    "shadow_after_rollback": "shadow page: prepared XID cleared (rollback), not yet fsynced",
+    # checkpoint (storage/checkpoint.py)
+    "checkpoint_before_record": "checkpoint: new checkpoint computed, not yet recorded",
+}
+
+_armed: tuple[str, int] | None = None
+_passes: dict[str, int] = {}
+_loaded = False
+
+
+class UnknownCrashPointError(ValueError):
+    """The environment names a point that does not exist: a typo would silently test nothing."""
+
+
+def _load() -> None:
+    global _armed, _loaded
+    _loaded = True
+    spec = os.environ.get(ENV_VAR, "").strip()
+    if not spec:
+        _armed = None
+        return
+    name, _, count = spec.partition(":")
+    if name not in POINTS:
+        raise UnknownCrashPointError(f"{ENV_VAR}={spec!r}: no crash point named {name!r}")
+    _armed = (name, int(count) if count else 1)
+
+
+def reset() -> None:
+    """Re-read the environment and forget pass counts (for tests that arm points in-process)."""
+    global _loaded
+    _loaded = False
+    _passes.clear()
+
+
+def should_crash(name: str) -> bool:
+    """Count a pass through ``name``; true when this pass is the armed one."""
+    if not _loaded:
+        _load()
+    if _armed is None or _armed[0] != name:
+        if name not in POINTS:
+            raise UnknownCrashPointError(f"crash point {name!r} is not registered")
+        return False
+    _passes[name] = _passes.get(name, 0) + 1
+    return _passes[name] == _armed[1]
+
+
+def die() -> None:
+    """SIGKILL this process now: what a power cut or kill -9 does, minus the page cache loss."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def crash_point(name: str) -> None:
+    """Mark a durable step; dies here when the environment arms this point for this pass."""
+    if should_crash(name):
+        die()

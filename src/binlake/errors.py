@@ -1,0 +1,252 @@
+"""binlake's one error tree, and the exit code the CLI gives each branch.
+
+The root and the format errors live in ``binlake.binlog.errors`` (pure code raises them without
+depending on anything outside its package); they are re-exported here with the errors of the
+outer layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from binlake.binlog.errors import (
+    BinlakeError,
+    BinlogFormatError,
+    ChecksumMismatchError,
+    InvalidEventError,
+    NotABinlogError,
+    OrphanEventError,
+    TruncatedEventError,
+    UnsupportedTypeError,
+    ValueDecodeError,
+)
+
+__all__ = [
+    "BinlakeError",
+    "BinlogFormatError",
+    "CheckpointError",
+    "CheckpointRecordError",
+    "ChecksumMismatchError",
+    "ConfigError",
+    "DiskFullError",
+    "DuplicateTransactionError",
+    "FileAccessError",
+    "IndexFileError",
+    "InvalidEventError",
+    "LogCorruptionError",
+    "NoIndexError",
+    "NotABinlogError",
+    "NotAStateFileError",
+    "OrphanEventError",
+    "RelayLogStateError",
+    "StateFileCorruptError",
+    "StateFileError",
+    "StateLockedError",
+    "StatePayloadTooLargeError",
+    "StorageError",
+    "TruncatedEventError",
+    "UnsupportedTypeError",
+    "UsageError",
+    "ValueDecodeError",
+    "XidMismatchError",
+    "exit_code_for",
+]
+
+
+class UsageError(BinlakeError):
+    """The command line asks for something impossible."""
+
+    default_hint = "run the command with --help"
+
+
+class ConfigError(BinlakeError):
+    """A configuration file or value is missing or invalid; ``field`` names it."""
+
+    default_hint = "fix the named field in the config file"
+
+    def __init__(self, message: str, *, field: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.field = field
+
+
+class StorageError(BinlakeError):
+    """A file binlake owns or was given cannot be read or written as needed."""
+
+
+class FileAccessError(StorageError):
+    """A file or folder cannot be opened, read or written (missing, permissions, disk full)."""
+
+    default_hint = "check that the path exists and is readable (and writable where needed)"
+
+
+class DiskFullError(StorageError):
+    """A write failed because the disk (or quota) is full; nothing written before it is lost."""
+
+    default_hint = "free space on the named file's disk, then run the same command again"
+
+
+class NoIndexError(StorageError):
+    """A folder was given where a binlog index file was expected, and it has none."""
+
+    default_hint = "pass the binlog files themselves, or the folder that holds their .index file"
+
+
+class IndexFileError(StorageError):
+    """An index file is malformed or names files that do not exist."""
+
+    default_hint = "`binlake binlog recover DIR` repairs an index left by a crash"
+
+
+class RelayLogStateError(StorageError):
+    """The relay log writer was asked for what its state forbids (closed, failed, mid-group)."""
+
+    default_hint = (
+        "open a new writer (RelayLogWriter.open runs recovery first); rotate only between "
+        "transactions"
+    )
+
+
+class LogCorruptionError(BinlogFormatError):
+    """A log file is damaged before its tail (or an older file is damaged): not a torn write."""
+
+    default_hint = (
+        "a crash only tears the tail of the newest file; restore the named file from a copy "
+        "or re-fetch it from the source, then run `binlake binlog recover DIR` again"
+    )
+
+
+class DuplicateTransactionError(BinlogFormatError):
+    """The same GTID appears twice in one log: applying both would double a transaction."""
+
+    default_hint = (
+        "a log was spliced or re-fetched without trimming; remove the duplicated file or "
+        "re-fetch the log from the source"
+    )
+
+
+class StateFileError(StorageError):
+    """A shadow-page state file cannot be used as asked (closed, read-only, failed, exists)."""
+
+    default_hint = "check the state folder; `ShadowStateFile.open` re-reads a state file"
+
+
+class NotAStateFileError(StateFileError):
+    """The file is not a binlake state file: wrong magic, version or size."""
+
+    default_hint = (
+        "check the path: a state file starts with the bytes BLKSHADW and is 4096 + 2 * page size "
+        "bytes long; binlake never overwrites a file it did not create"
+    )
+
+
+class StateFileCorruptError(StateFileError):
+    """A state file's committed state cannot be read exactly (damage a crash cannot cause)."""
+
+    default_hint = (
+        "restore the state file from a backup; binlake never falls back to older state silently"
+    )
+
+
+class StatePayloadTooLargeError(StateFileError):
+    """A payload is larger than a page of the state file; ``size`` and ``capacity`` in bytes."""
+
+    default_hint = "create the state file with a larger page size"
+
+    def __init__(self, message: str, *, size: int, capacity: int, file: str | None = None) -> None:
+        super().__init__(message, file=file)
+        self.size = size
+        self.capacity = capacity
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "size": self.size, "capacity": self.capacity}
+
+
+class XidMismatchError(StateFileError):
+    """prepare/commit/rollback out of protocol: ``xid`` asked, ``prepared_xid`` pending or None."""
+
+    default_hint = (
+        "resolve the XID recover() reports (commit or rollback) before preparing another; "
+        "commit or roll back only that XID"
+    )
+
+    def __init__(
+        self, message: str, *, xid: int, prepared_xid: int | None, file: str | None = None
+    ) -> None:
+        super().__init__(message, file=file)
+        self.xid = xid
+        self.prepared_xid = prepared_xid
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "xid": self.xid, "prepared_xid": self.prepared_xid}
+
+
+class CheckpointError(StorageError):
+    """The relay-log checkpoint bookkeeping was told something impossible (a caller's bug or a
+    relay index that lost the checkpoint file)."""
+
+    default_hint = (
+        "the relay log and its checkpoint disagree; run recovery, which rebuilds the counts "
+        "from the recorded checkpoint"
+    )
+
+
+class CheckpointRecordError(CheckpointError):
+    """The recorded checkpoint file is malformed or fails its CRC32."""
+
+    default_hint = (
+        "delete the named checkpoint file: recovery then scans every relay file from the first "
+        "(safe, only slower)"
+    )
+
+
+class StateLockedError(StorageError):
+    """Another process holds the state folder's lock; ``holder_*`` name it (None if unreadable)."""
+
+    default_hint = (
+        "stop the other binlake process first; if it has died the lock is already free and a "
+        "retry succeeds (never delete the lock file)"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        hint: str | None = None,
+        holder_pid: int | None = None,
+        holder_hostname: str | None = None,
+        holder_started: str | None = None,
+        holder_command: str | None = None,
+    ) -> None:
+        super().__init__(message, file=file, hint=hint)
+        self.holder_pid = holder_pid
+        self.holder_hostname = holder_hostname
+        self.holder_started = holder_started
+        self.holder_command = holder_command
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        for name in ("holder_pid", "holder_hostname", "holder_started", "holder_command"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+#: Exit codes by branch of the tree; the first matching class wins.
+EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
+    (UsageError, 64),
+    (ConfigError, 78),
+    (BinlogFormatError, 65),
+    (UnsupportedTypeError, 65),
+    (StateLockedError, 75),
+    (StorageError, 74),
+    (BinlakeError, 70),
+)
+
+
+def exit_code_for(error: BinlakeError) -> int:
+    for cls, code in EXIT_CODES:
+        if isinstance(error, cls):
+            return code
+    return 70

@@ -1,0 +1,78 @@
+"""Durability helpers: fsync of files and folders, atomic replace, and fsync accounting.
+
+The rule they implement: a committed file is never rewritten in place; a new version is written
+to a temp file, fsynced, renamed over the old one, and the folder is fsynced so the rename itself
+survives a power cut. Every fsync goes through ``fsync_fd`` so that it can be counted.
+OS errors become typed errors: ``DiskFullError`` for ENOSPC/EDQUOT (and EFBIG: a file size limit
+such as RLIMIT_FSIZE, which stops writes the same way), ``FileAccessError`` otherwise.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections import Counter
+from pathlib import Path
+from typing import NoReturn
+
+from binlake.crashpoints import crash_point
+from binlake.errors import DiskFullError, FileAccessError
+
+#: fsyncs made by this process, by purpose ("relay", "index", "shadow", ...).
+FSYNC_COUNTS: Counter[str] = Counter()
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+_TOO_BIG = {errno.EFBIG}
+
+
+def raise_os_error(exc: OSError, path: str | os.PathLike[str], action: str) -> NoReturn:
+    """Re-raise an OSError as the typed error for it, naming the file and what was being done."""
+    if exc.errno in _FULL:
+        raise DiskFullError(f"disk full while {action}", file=str(path)) from exc
+    if exc.errno in _TOO_BIG:
+        raise DiskFullError(f"file size limit reached while {action}", file=str(path)) from exc
+    raise FileAccessError(f"{action} failed: {exc.strerror or exc}", file=str(path)) from exc
+
+
+def fsync_fd(fd: int, purpose: str, path: str | os.PathLike[str] = "") -> None:
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise_os_error(exc, path, "fsync")
+    FSYNC_COUNTS[purpose] += 1
+
+
+def fsync_dir(folder: str | os.PathLike[str], purpose: str) -> None:
+    """Make renames, creations and deletions in ``folder`` durable."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise_os_error(exc, folder, "open folder")
+    try:
+        fsync_fd(fd, purpose, folder)
+    finally:
+        os.close(fd)
+
+
+def temp_path_for(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
+def atomic_replace(path: Path, data: bytes, purpose: str) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new version.
+
+    A leftover ``<name>.tmp`` from a crash before the rename is simply overwritten next time.
+    """
+    temp = temp_path_for(path)
+    try:
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            crash_point("durable_after_temp_write")
+            fsync_fd(f.fileno(), purpose, temp)
+        crash_point("durable_after_temp_fsync")
+        os.replace(temp, path)
+    except OSError as exc:
+        raise_os_error(exc, temp, f"writing {path.name}")
+    crash_point("durable_after_rename")
+    fsync_dir(path.parent, purpose)

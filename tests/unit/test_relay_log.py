@@ -1,0 +1,224 @@
+"""RelayLogWriter: verbatim, verified appends; fsync only on request; rotation at boundaries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from binlake.binlog.codec import decode_event
+from binlake.binlog.constants import (
+    HEADER_LEN,
+    IN_USE_FLAG_FILE_OFFSET,
+    MAGIC,
+    ChecksumAlg,
+    EventFlag,
+)
+from binlake.binlog.errors import ChecksumMismatchError, OrphanEventError, TruncatedEventError
+from binlake.binlog.events import XidEvent
+from binlake.binlog.format import FormatContext
+from binlake.errors import RelayLogStateError
+from binlake.storage.durable import FSYNC_COUNTS
+from binlake.storage.relay_log import (
+    MARIADB_10_11_POST_HEADER_LENGTHS,
+    SERVER_VERSION,
+    RelayLogWriter,
+    RelayPosition,
+)
+from binlog_builder import MARIADB_CTX, LogBuilder
+from relay_testing import check_recovered_log, gtid_seqs, scan, source_log, split_events
+
+EVENTS = split_events(source_log(6))
+HEADER_EVENTS, TX_EVENTS = 2, 4
+
+
+@pytest.fixture
+def writer(tmp_path: Path) -> Iterator[RelayLogWriter]:
+    w = RelayLogWriter.open(tmp_path / "relay")
+    yield w
+    w.close()
+
+
+def our_header_size(path: Path) -> int:
+    data = path.read_bytes()
+    return len(MAGIC) + int.from_bytes(data[4 + 9 : 4 + 13], "little")
+
+
+def test_new_file_starts_with_magic_and_our_format_description_with_in_use_set(
+    writer: RelayLogWriter,
+) -> None:
+    path = writer.folder / "relay-bin.000001"
+    data = path.read_bytes()
+    assert data[:4] == MAGIC
+    assert data[IN_USE_FLAG_FILE_OFFSET] & EventFlag.BINLOG_IN_USE
+    fde = decode_event(data[4:], FormatContext.default())
+    assert isinstance(fde.payload, FormatContext)
+    assert fde.payload.server_version == SERVER_VERSION
+    assert fde.payload.checksum_alg == ChecksumAlg.CRC32
+    assert bytes(fde.payload.post_header_lengths) == MARIADB_10_11_POST_HEADER_LENGTHS
+    assert writer.position == RelayPosition("relay-bin.000001", len(data))
+
+
+def test_clean_close_clears_in_use_and_the_crc_stays_valid(tmp_path: Path) -> None:
+    writer = RelayLogWriter.open(tmp_path)
+    for event in EVENTS:
+        writer.append(event)
+    writer.sync()
+    writer.close()
+    result = scan(tmp_path / "relay-bin.000001")
+    assert not result.in_use
+    assert result.problem is None
+    assert result.transactions == 6
+
+
+def test_events_are_appended_verbatim_after_our_header(writer: RelayLogWriter) -> None:
+    path = writer.folder / "relay-bin.000001"
+    for event in EVENTS:
+        writer.append(event)
+    assert path.read_bytes()[our_header_size(path) :] == b"".join(EVENTS)
+
+
+def test_event_with_a_bad_crc_is_refused_and_nothing_is_written(writer: RelayLogWriter) -> None:
+    writer.append(EVENTS[0])
+    before = writer.position
+    bad = bytearray(EVENTS[2])
+    bad[HEADER_LEN + 1] ^= 0x01
+    with pytest.raises(ChecksumMismatchError):
+        writer.append(bytes(bad))
+    assert writer.position == before
+    assert (writer.folder / before.file).stat().st_size == before.offset
+    writer.append(EVENTS[1])  # the writer stays usable: nothing was written
+
+
+def test_short_event_is_refused(writer: RelayLogWriter) -> None:
+    with pytest.raises(TruncatedEventError):
+        writer.append(EVENTS[2][:10])
+
+
+def test_orphan_xid_is_refused_before_writing(writer: RelayLogWriter) -> None:
+    writer.append(EVENTS[0])
+    before = writer.position
+    orphan = LogBuilder()
+    orphan.add(XidEvent(7))
+    with pytest.raises(OrphanEventError):
+        writer.append(orphan.bytes()[4:])
+    assert (writer.folder / before.file).stat().st_size == before.offset
+
+
+def test_source_format_description_switches_the_context(writer: RelayLogWriter) -> None:
+    no_crc = FormatContext(
+        4,
+        MARIADB_CTX.server_version,
+        0,
+        19,
+        MARIADB_CTX.post_header_lengths,
+        ChecksumAlg.OFF,
+        MARIADB_CTX.flavor,
+    )
+    log = LogBuilder(ctx=no_crc).header()
+    log.transaction()
+    events = split_events(log)
+    for event in events:
+        writer.append(event)  # events without a CRC32 are accepted after the source's FDE
+    writer.sync()
+    result = scan(writer.folder / "relay-bin.000001")
+    assert result.problem is None and result.transactions == 1
+
+
+def test_append_never_fsyncs_and_sync_fsyncs_once(writer: RelayLogWriter) -> None:
+    before = FSYNC_COUNTS["relay"]
+    for event in EVENTS:
+        writer.append(event)
+    assert FSYNC_COUNTS["relay"] == before
+    writer.sync()
+    assert FSYNC_COUNTS["relay"] == before + 1
+
+
+def test_position_boundary_and_synced_follow_transactions(writer: RelayLogWriter) -> None:
+    for event in EVENTS[: HEADER_EVENTS + TX_EVENTS + 2]:
+        writer.append(event)
+    assert writer.in_transaction
+    assert writer.boundary.offset < writer.position.offset
+    assert writer.synced is None
+    for event in EVENTS[HEADER_EVENTS + TX_EVENTS + 2 : HEADER_EVENTS + 2 * TX_EVENTS]:
+        writer.append(event)
+    assert not writer.in_transaction
+    assert writer.boundary == writer.position
+    assert writer.sync() == writer.position == writer.synced
+
+
+def test_rotation_by_size_happens_at_sync_on_a_boundary(tmp_path: Path) -> None:
+    writer = RelayLogWriter.open(tmp_path, max_file_size=700)
+    for event in EVENTS:
+        writer.append(event)
+        if writer.in_transaction:
+            continue
+        synced = writer.sync()
+        assert synced.file != writer.position.file or synced.offset < 700
+    writer.close()
+    assert len(writer.files) > 2
+    check_recovered_log(tmp_path)
+    assert gtid_seqs(tmp_path) == [1, 2, 3, 4, 5, 6]
+
+
+def test_sync_inside_a_transaction_never_rotates(tmp_path: Path) -> None:
+    writer = RelayLogWriter.open(tmp_path, max_file_size=1)
+    for event in EVENTS[: HEADER_EVENTS + 2]:
+        writer.append(event)
+    assert writer.in_transaction
+    assert writer.sync().file == "relay-bin.000001" == writer.position.file
+    for event in EVENTS[HEADER_EVENTS + 2 : HEADER_EVENTS + TX_EVENTS]:
+        writer.append(event)
+    writer.sync()
+    assert writer.position.file == "relay-bin.000002"
+    writer.close()
+
+
+def test_rotate_inside_a_transaction_is_refused(writer: RelayLogWriter) -> None:
+    for event in EVENTS[: HEADER_EVENTS + 1]:
+        writer.append(event)
+    with pytest.raises(RelayLogStateError, match="inside a transaction"):
+        writer.rotate()
+
+
+def test_rotated_file_repeats_the_source_format_description(writer: RelayLogWriter) -> None:
+    for event in EVENTS[: HEADER_EVENTS + TX_EVENTS]:
+        writer.append(event)
+    writer.rotate()
+    data = (writer.folder / "relay-bin.000002").read_bytes()
+    assert data[our_header_size(writer.folder / "relay-bin.000002") :] == EVENTS[0]
+    for event in EVENTS[HEADER_EVENTS + TX_EVENTS :]:
+        writer.append(event)
+    writer.sync()
+    assert scan(writer.folder / "relay-bin.000002").transactions == 5
+
+
+def test_open_recovers_the_old_tail_and_starts_a_new_file(tmp_path: Path) -> None:
+    writer = RelayLogWriter.open(tmp_path)
+    for event in EVENTS[: HEADER_EVENTS + TX_EVENTS + 2]:
+        writer.append(event)
+    writer.sync()
+    writer.close()  # inside a transaction: IN_USE stays set
+    assert scan(tmp_path / "relay-bin.000001").in_use
+    again = RelayLogWriter.open(tmp_path)
+    assert again.recovery is not None
+    assert again.recovery.lines[0].startswith("trimmed ")
+    assert again.position.file == "relay-bin.000002"
+    again.close()
+    check_recovered_log(tmp_path)
+    assert gtid_seqs(tmp_path) == [1]
+
+
+def test_closed_writer_refuses_appends(tmp_path: Path) -> None:
+    writer = RelayLogWriter.open(tmp_path)
+    writer.close()
+    with pytest.raises(RelayLogStateError, match="closed"):
+        writer.append(EVENTS[0])
+
+
+def test_writer_purge_keeps_the_checkpoint_and_the_current_file(writer: RelayLogWriter) -> None:
+    for _ in range(3):
+        writer.rotate()
+    assert writer.purge("relay-bin.000004", keep_from="relay-bin.000002") == ["relay-bin.000001"]
+    assert writer.files == ["relay-bin.000002", "relay-bin.000003", "relay-bin.000004"]
