@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pymysql.cursors import Cursor
+
 from binlake.binlog.rows import RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
@@ -39,6 +41,14 @@ SCHEMA = [
 BATCH = 50  # rows per INSERT statement, as in the reference measurements
 
 
+def insert_many(cur: Cursor, table: str, row_sql: str, rows: list[tuple[object, ...]]) -> None:
+    """One multi-row INSERT, so that the binlog holds many rows per event as in real loads."""
+    cur.execute(
+        f"INSERT INTO {table} VALUES " + ",".join([row_sql] * len(rows)),
+        [v for row in rows for v in row],
+    )
+
+
 def load(sandbox: MariaDBSandbox, rows: int) -> None:
     conn = sandbox.connect(autocommit=False)
     cur = conn.cursor()
@@ -48,12 +58,16 @@ def load(sandbox: MariaDBSandbox, rows: int) -> None:
     half = rows // 2
     for start in range(0, half, BATCH):
         ids = range(start, min(start + BATCH, half))
-        cur.executemany(
-            "INSERT INTO bench.orders VALUES (%s,%s,'new',%s,NOW(3),%s,%s)",
+        insert_many(
+            cur,
+            "bench.orders",
+            "(%s,%s,'new',%s,NOW(3),%s,%s)",
             [(i, i % 977, f"{i}.{i % 100:02d}", f"note {i} " * 3, i % 7) for i in ids],
         )
-        cur.executemany(
-            "INSERT INTO bench.events VALUES (%s,'view',NOW(6),%s,%s,CURDATE())",
+        insert_many(
+            cur,
+            "bench.events",
+            "(%s,'view',NOW(6),%s,%s,CURDATE())",
             [(i, "x" * (i % 300), i / 7) for i in ids],
         )
         conn.commit()

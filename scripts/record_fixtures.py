@@ -6,8 +6,9 @@ workload of ``tests/type_workload.py`` in its own binlog file, and saves under
 
 * ``types.binlog``: that binlog file, byte for byte as the server wrote it;
 * ``types.expected.json``: the row changes it must decode to, computed in Python from the values
-  written (never read back), with the column hints (UUID/INET) the decoder needs;
-* ``types.mariadb-binlog.txt``: ``mariadb-binlog --verbose --print-table-metadata`` of it.
+  written (never read back), with the column hints (UUID/INET) the decoder needs.
+
+(The comparison with ``mariadb-binlog`` runs live, in tests/integration/test_type_coverage.py.)
 
 Run it again whenever the workload changes:
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from binlake.sandbox import MariaDBSandbox, find_executable  # noqa: E402
+from binlake.sandbox import MariaDBSandbox  # noqa: E402
 from type_workload import all_tables, changes_to_json, run_workload  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "binlog"
@@ -35,7 +35,7 @@ MAX_FIXTURE_BYTES = 300_000
 
 
 def record(out_dir: Path) -> Path:
-    """Run the workload on a fresh server and write the three fixture files; the binlog path."""
+    """Run the workload on a fresh server and write the fixture files; the binlog path."""
     tables = all_tables(large=False)
     with tempfile.TemporaryDirectory(prefix="binlake-fixtures-") as tmp:
         sandbox = MariaDBSandbox(Path(tmp) / "db")
@@ -53,12 +53,6 @@ def record(out_dir: Path) -> Path:
     hints = {f"{DATABASE}.{t.name}": t.hints for t in tables if t.hints}
     expected = changes_to_json(changes, hints)
     (out_dir / "types.expected.json").write_text(json.dumps(expected, indent=1) + "\n")
-    dump = subprocess.run(
-        [find_executable("mariadb-binlog"), "--verbose", "--print-table-metadata", str(binlog)],
-        check=True,
-        capture_output=True,
-    ).stdout
-    (out_dir / "types.mariadb-binlog.txt").write_bytes(dump)
     return binlog
 
 

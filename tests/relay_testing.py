@@ -14,9 +14,10 @@ from pathlib import Path
 from binlake.binlog.constants import IN_USE_FLAG_FILE_OFFSET, EventFlag
 from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.events import MariaGtidEvent
-from binlake.storage.binlog_file import BinlogFileReader, FileScan
+from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import SEQUENCE_NAME, read_index
 from binlake.storage.relay_log import RelayLogWriter
+from binlake.storage.tail_scan import FileFacts, scan_file
 from binlog_builder import LogBuilder
 
 
@@ -81,12 +82,7 @@ def log_files_on_disk(folder: Path, basename: str) -> list[str]:
     )
 
 
-def scan(path: Path) -> FileScan:
-    with path.open("rb") as f, BinlogFileReader(f, path.name) as reader:
-        return reader.scan()
-
-
-def check_recovered_log(folder: Path, basename: str = "relay-bin") -> list[FileScan]:
+def check_recovered_log(folder: Path, basename: str = "relay-bin") -> list[FileFacts]:
     """Assert the invariants after recovery; returns the scan of each indexed file."""
     index = folder / f"{basename}.index"
     listed = read_index(index)
@@ -95,11 +91,11 @@ def check_recovered_log(folder: Path, basename: str = "relay-bin") -> list[FileS
     assert names == log_files_on_disk(folder, basename), "index and files on disk disagree"
     leftovers = [p.name for p in folder.iterdir() if p.name.endswith((".marker", ".tmp"))]
     assert leftovers == [], f"repair left {leftovers}"
-    scans = [scan(folder / name) for name in names]
+    scans = [scan_file(folder / name) for name in names]
     for s in scans:
-        assert s.problem is None, f"{s.path}: {s.problem}"
-        assert s.boundary == s.size, f"{s.path} ends at {s.size}, boundary {s.boundary}"
-        assert not s.in_use, f"{s.path} still has IN_USE set"
+        assert s.clean, f"{s.name}: {s.describe_problem()}"
+        assert s.boundary == s.size, f"{s.name} ends at {s.size}, boundary {s.boundary}"
+        assert not s.in_use, f"{s.name} still has IN_USE set"
     return scans
 
 

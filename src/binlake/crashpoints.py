@@ -41,6 +41,13 @@ POINTS: dict[str, str] = {
     "shadow_after_rollback": "shadow page: prepared XID cleared (rollback), not yet fsynced",
     # checkpoint (storage/checkpoint.py)
     "checkpoint_before_record": "checkpoint: new checkpoint computed, not yet recorded",
+    # receiver (source/receiver.py, source/identity.py)
+    "receiver_identity_recorded": "receiver: source identity committed in source.state, "
+    "relay log not yet opened",
+    "receiver_after_sync": "receiver: a group of transactions fsynced, progress not yet reported",
+    "receiver_before_source_rotate": "receiver: the source's ROTATE appended, relay file not yet "
+    "rotated",
+    "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
 }
 
 _armed: tuple[str, int] | None = None

@@ -7,7 +7,7 @@ outer layers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from binlake.binlog.errors import (
     BinlakeError,
@@ -39,6 +39,14 @@ __all__ = [
     "NotAStateFileError",
     "OrphanEventError",
     "RelayLogStateError",
+    "SourceAuthError",
+    "SourceConfigError",
+    "SourceConnectionLostError",
+    "SourceError",
+    "SourceIdentityChangedError",
+    "SourcePositionLostError",
+    "SourceProtocolError",
+    "SourceUnreachableError",
     "StateFileCorruptError",
     "StateFileError",
     "StateLockedError",
@@ -233,6 +241,201 @@ class StateLockedError(StorageError):
         return out
 
 
+class SourceError(BinlakeError):
+    """The MySQL/MariaDB source refused or failed a request; ``code`` is the server's error
+    number when it sent one. ``retryable``: reconnecting later may succeed."""
+
+    default_hint = "see the source server's message above"
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.code = code
+        self.host = host
+        self.port = port
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        for name in ("code", "host", "port"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+class SourceUnreachableError(SourceError):
+    """No connection to the source: refused, unknown host, timeout, TLS failure."""
+
+    default_hint = (
+        "check [source] host and port, that the server runs and listens on that interface, "
+        "and firewalls between; binlake retries with backoff when it was already running"
+    )
+    retryable = True
+
+
+class SourceAuthError(SourceError):
+    """The source rejected the login or lacks a privilege binlake needs (``user`` named)."""
+
+    default_hint = (
+        "check [source] user and its password (password_env / password_file), and that the "
+        "user may connect from this host; `binlake check-source --config F` lists the grants "
+        "binlake needs"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        user: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, code=code, host=host, port=port)
+        self.user = user
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.user is not None:
+            out["user"] = self.user
+        return out
+
+
+class SourceConfigError(SourceError):
+    """The source server is configured so binlake cannot replicate from it (binlog off, wrong
+    format, no checksums, ...); ``setting`` names the variable."""
+
+    default_hint = "run `binlake check-source --config F`: it prints the exact fix for each setting"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        setting: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, code=code, host=host, port=port)
+        self.setting = setting
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.setting is not None:
+            out["setting"] = self.setting
+        return out
+
+
+class SourcePositionLostError(SourceError):
+    """The source cannot serve the requested position (error 1236: binlog purged, position or
+    GTID not in its binlogs). ``requested`` is the position binlake asked for."""
+
+    default_hint = (
+        "the source no longer has the binlog binlake needs: re-snapshot the affected tables "
+        "with `binlake snapshot --tables ...`; binlake never skips ahead"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        requested: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, code=code, host=host, port=port)
+        self.requested = requested
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.requested is not None:
+            out["requested"] = self.requested
+        return out
+
+
+class SourceConnectionLostError(SourceError):
+    """An established connection ended: EOF, reset, or silence past twice the heartbeat period
+    (``timed_out``). No partial event is ever passed on."""
+
+    default_hint = (
+        "the network or the source went away; binlake reconnects with backoff and resumes "
+        "from the last complete transaction"
+    )
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        timed_out: bool = False,
+    ) -> None:
+        super().__init__(message, hint=hint, code=code, host=host, port=port)
+        self.timed_out = timed_out
+
+    def fields(self) -> dict[str, Any]:
+        return {**super().fields(), "timed_out": self.timed_out}
+
+
+class SourceProtocolError(SourceError):
+    """The source sent bytes that break the protocol (sequence id, framing, impossible event
+    length): the connection is dropped and a new one may be tried."""
+
+    default_hint = (
+        "something between binlake and the source mangles the stream (a proxy?); binlake "
+        "reconnects, and reports it again if it persists"
+    )
+    retryable = True
+
+
+class SourceIdentityChangedError(SourceError):
+    """The server behind [source] is not the one binlake replicated from (server_uuid, or a
+    GTID history that does not contain our position); ``expected`` and ``found`` name both."""
+
+    default_hint = (
+        "[source] now points at a different server; if that is intended (failover to a replica "
+        "with the same history), confirm it explicitly, else fix the host in the config"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: int | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        expected: str | None = None,
+        found: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, code=code, host=host, port=port)
+        self.expected = expected
+        self.found = found
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        for name in ("expected", "found"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
 #: Exit codes by branch of the tree; the first matching class wins.
 EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (UsageError, 64),
@@ -240,6 +443,12 @@ EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (BinlogFormatError, 65),
     (UnsupportedTypeError, 65),
     (StateLockedError, 75),
+    (SourceAuthError, 77),
+    (SourceConfigError, 78),
+    (SourcePositionLostError, 66),
+    (SourceIdentityChangedError, 65),
+    (SourceProtocolError, 76),
+    (SourceError, 69),
     (StorageError, 74),
     (BinlakeError, 70),
 )

@@ -16,7 +16,8 @@ from driver_runs import DriverRun, assert_nothing_synced_lost, run_cli, run_driv
 from binlake.crashpoints import POINTS
 from binlake.storage.index import LogIndex
 from binlake.storage.recovery import recover_log
-from relay_testing import check_recovered_log, gtid_seqs, scan
+from binlake.storage.tail_scan import scan_file
+from relay_testing import check_recovered_log, gtid_seqs
 
 COVERED_PREFIXES = ("relay_", "purge_", "durable_", "recover_")
 TRANSACTIONS = 60
@@ -54,8 +55,8 @@ def crash_recovery(folder: Path) -> DriverRun:
     cli = run_cli("binlog", "recover", str(folder), crash_point="recover_after_truncate:1")
     assert cli.returncode == -9, cli.stderr
     newest = LogIndex(folder / "relay-bin.index").names()[-1]
-    state = scan(folder / newest)
-    assert state.in_use and state.problem is None, "truncated, flag not yet cleared"
+    state = scan_file(folder / newest)
+    assert state.in_use and state.clean, "truncated, flag not yet cleared"
     return first
 
 

@@ -81,17 +81,61 @@ def test_dump_rows_shows_the_values_written(workload_binlogs: Path) -> None:
             if event.get("table") == "cmd_shop.item" and "rows" in event:
                 rows.extend((event["type"], r) for r in event["rows"])
     assert rows == [
-        ("Write_rows_v1", {"after": {"id": 1, "name": "pen", "price": "1.50",
-                                     "added": "2024-01-02T03:04:05.123456", "tag": "a"}}),
-        ("Write_rows_v1", {"after": {"id": 2, "name": "ink ✒", "price": "20.00",
-                                     "added": "2024-02-03T00:00:00", "tag": None}}),
-        ("Update_rows_v1", {
-            "before": {"id": 1, "name": "pen", "price": "1.50",
-                       "added": "2024-01-02T03:04:05.123456", "tag": "a"},
-            "after": {"id": 1, "name": "pen", "price": "3.00",
-                      "added": "2024-01-02T03:04:05.123456", "tag": "a"}}),
-        ("Delete_rows_v1", {"before": {"id": 2, "name": "ink ✒", "price": "20.00",
-                                       "added": "2024-02-03T00:00:00", "tag": None}}),
+        (
+            "Write_rows_v1",
+            {
+                "after": {
+                    "id": 1,
+                    "name": "pen",
+                    "price": "1.50",
+                    "added": "2024-01-02T03:04:05.123456",
+                    "tag": "a",
+                }
+            },
+        ),
+        (
+            "Write_rows_v1",
+            {
+                "after": {
+                    "id": 2,
+                    "name": "ink ✒",
+                    "price": "20.00",
+                    "added": "2024-02-03T00:00:00",
+                    "tag": None,
+                }
+            },
+        ),
+        (
+            "Update_rows_v1",
+            {
+                "before": {
+                    "id": 1,
+                    "name": "pen",
+                    "price": "1.50",
+                    "added": "2024-01-02T03:04:05.123456",
+                    "tag": "a",
+                },
+                "after": {
+                    "id": 1,
+                    "name": "pen",
+                    "price": "3.00",
+                    "added": "2024-01-02T03:04:05.123456",
+                    "tag": "a",
+                },
+            },
+        ),
+        (
+            "Delete_rows_v1",
+            {
+                "before": {
+                    "id": 2,
+                    "name": "ink ✒",
+                    "price": "20.00",
+                    "added": "2024-02-03T00:00:00",
+                    "tag": None,
+                }
+            },
+        ),
     ]
 
 

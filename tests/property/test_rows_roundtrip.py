@@ -309,3 +309,21 @@ def test_random_event_bodies_raise_only_binlake_errors(body: bytes, type_code: i
             decode_table_map(body, MARIADB_CTX, 0)
         else:
             decode_rows_event(type_code, body, MARIADB_CTX, 0)
+
+
+@PROFILE
+@given(tables_and_rows(), st.data())
+def test_damaged_table_maps_raise_only_binlake_errors(case: Case, data: st.DataObject) -> None:
+    cols, tm, kind, before, after, changes = case
+    hints = {i: c.hint for i, c in enumerate(cols) if c.hint}
+    ev = make_rows_event(
+        kind, tm, changes, columns_present=before, columns_present_after=after, hints=hints
+    )
+    body = bytearray(encode_table_map(tm, MARIADB_CTX))
+    for _ in range(data.draw(st.integers(1, 3))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(BinlakeError):
+        damaged = decode_table_map(bytes(body), MARIADB_CTX, 0)
+        shaped = replace(ev, table_id=damaged.table_id, column_count=damaged.column_count)
+        kept = {i: hint for i, hint in hints.items() if i < damaged.column_count}
+        decode_rows(shaped, damaged, kept)

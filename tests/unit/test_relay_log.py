@@ -26,8 +26,9 @@ from binlake.storage.relay_log import (
     RelayLogWriter,
     RelayPosition,
 )
+from binlake.storage.tail_scan import scan_file
 from binlog_builder import MARIADB_CTX, LogBuilder
-from relay_testing import check_recovered_log, gtid_seqs, scan, source_log, split_events
+from relay_testing import check_recovered_log, gtid_seqs, source_log, split_events
 
 EVENTS = split_events(source_log(6))
 HEADER_EVENTS, TX_EVENTS = 2, 4
@@ -66,9 +67,9 @@ def test_clean_close_clears_in_use_and_the_crc_stays_valid(tmp_path: Path) -> No
         writer.append(event)
     writer.sync()
     writer.close()
-    result = scan(tmp_path / "relay-bin.000001")
+    result = scan_file(tmp_path / "relay-bin.000001")
     assert not result.in_use
-    assert result.problem is None
+    assert result.clean
     assert result.transactions == 6
 
 
@@ -122,8 +123,8 @@ def test_source_format_description_switches_the_context(writer: RelayLogWriter) 
     for event in events:
         writer.append(event)  # events without a CRC32 are accepted after the source's FDE
     writer.sync()
-    result = scan(writer.folder / "relay-bin.000001")
-    assert result.problem is None and result.transactions == 1
+    result = scan_file(writer.folder / "relay-bin.000001")
+    assert result.clean and result.transactions == 1
 
 
 def test_append_never_fsyncs_and_sync_fsyncs_once(writer: RelayLogWriter) -> None:
@@ -191,7 +192,7 @@ def test_rotated_file_repeats_the_source_format_description(writer: RelayLogWrit
     for event in EVENTS[HEADER_EVENTS + TX_EVENTS :]:
         writer.append(event)
     writer.sync()
-    assert scan(writer.folder / "relay-bin.000002").transactions == 5
+    assert scan_file(writer.folder / "relay-bin.000002").transactions == 5
 
 
 def test_open_recovers_the_old_tail_and_starts_a_new_file(tmp_path: Path) -> None:
@@ -200,7 +201,7 @@ def test_open_recovers_the_old_tail_and_starts_a_new_file(tmp_path: Path) -> Non
         writer.append(event)
     writer.sync()
     writer.close()  # inside a transaction: IN_USE stays set
-    assert scan(tmp_path / "relay-bin.000001").in_use
+    assert scan_file(tmp_path / "relay-bin.000001").in_use
     again = RelayLogWriter.open(tmp_path)
     assert again.recovery is not None
     assert again.recovery.lines[0].startswith("trimmed ")

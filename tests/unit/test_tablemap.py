@@ -202,3 +202,20 @@ def test_packed_integers_round_trip_in_their_shortest_form(value: int) -> None:
     data = packed_int(value)
     assert read_packed_int(data, 0) == (value, len(data))
     assert len(data) == (1 if value < 251 else 3 if value < 2**16 else 4 if value < 2**24 else 9)
+
+
+def test_the_same_body_decodes_to_the_same_object() -> None:
+    # A table map precedes every statement; decoding it again must cost a lookup, and the
+    # row decoders cached per table map must be found by identity.
+    first = decode_table_map(MARIADB_BODY, MARIADB_CTX, 0)
+    assert decode_table_map(memoryview(bytes(MARIADB_BODY)), MARIADB_CTX, 10) is first
+    with pytest.raises(InvalidEventError):  # memoized per flavor: MySQL's rules differ
+        decode_table_map(MARIADB_BODY, replace(MARIADB_CTX, flavor=Flavor.MYSQL), 0)
+
+
+def test_equal_table_maps_hash_equal_whatever_their_cached_hash() -> None:
+    tm = table_map((T.LONG, T.VARCHAR), (0, 40), charsets=(None, 45))
+    twin = replace(tm)
+    assert hash(tm) == hash(twin) and tm == twin
+    assert replace(tm, table="other") != tm
+    assert "_hash" not in repr(tm)

@@ -367,6 +367,11 @@ def test_set_bits_beyond_its_members_raise_value_decode_error() -> None:
         decode_value(enum_column((b"a",), T.SET), b"\x02", 0)
 
 
+def test_enum_label_invalid_in_its_charset_raises_value_decode_error() -> None:
+    with pytest.raises(ValueDecodeError, match="label"):
+        enum_column((b"\xff",))
+
+
 def test_enum_without_labels_asks_for_full_row_metadata() -> None:
     with pytest.raises(UnsupportedTypeError) as info:
         spec(T.STRING, T.ENUM << 8 | 1)
@@ -390,6 +395,12 @@ def test_mysql_json_column_is_decoded_to_text() -> None:
     literal_true = b"\x04\x01"  # MySQL binary JSON: literal, true
     data = len(literal_true).to_bytes(4, "little") + literal_true
     assert decode_value(spec(T.JSON, 4), data, 0)[0] == "true"
+
+
+def test_mysql_json_text_round_trips_through_the_binary_form() -> None:
+    column = spec(T.JSON, 4)
+    text = '{"a": [1, "x", null, true]}'
+    assert roundtrip(column, text) == text
 
 
 def test_uuid_hint_gives_mariadb_canonical_text() -> None:

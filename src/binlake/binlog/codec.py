@@ -82,13 +82,20 @@ def verify_checksum(event: bytes | memoryview, offset: int, alg: int) -> None:
         )
 
 
-def decode_event(event: bytes | memoryview, ctx: FormatContext, offset: int = 0) -> BinlogEvent:
+def decode_event(
+    event: bytes | memoryview,
+    ctx: FormatContext,
+    offset: int = 0,
+    header: EventHeader | None = None,
+) -> BinlogEvent:
     """Decode one whole event (exactly ``event_size`` bytes), checking its CRC32 first.
 
+    ``header``: the event's header when the caller has already decoded it.
     A FORMAT_DESCRIPTION's own CRC32 is always checked (servers always write it), so a damaged
     checksum-algorithm byte cannot switch verification off for the events after it.
     """
-    header = decode_header(event)
+    if header is None:
+        header = decode_header(event)
     if header.event_size != len(event):
         raise InvalidEventError(
             f"event declares {header.event_size} bytes but {len(event)} were given",

@@ -194,20 +194,19 @@ def decode_rows(
     position, for error messages."""
     _check_table(ev, tm)
     full = (1 << tm.column_count) - 1
-    key = _hints(hints)
+    key = _hints(hints) if hints else ()
     bitmaps = [ev.columns_present & full]
     if ev.kind == "update":
         bitmaps.append((ev.columns_present_after or 0) & full)
-    if ev.rows and not all(bitmaps):
+    if ev.rows and 0 in bitmaps:
         raise InvalidEventError(
             "rows event has rows but an empty column bitmap",
             offset=offset,
             event_type=ev.type_name,
             table=tm.qualified_name,
         )
-    after_bitmap = bitmaps[1] if len(bitmaps) > 1 else 0
     try:
-        decoder = rows_decoder(tm, ev.kind, bitmaps[0], after_bitmap, key)
+        decoder = rows_decoder(tm, ev.kind, bitmaps[0], bitmaps[-1], key)
     except BinlakeError as error:
         raise error.with_location(offset=offset) from None
     out: list[RowChange] = []

@@ -116,7 +116,7 @@ class EventStream:
         ):
             raise NotABinlogError(f"first event is {header.type_name}, not Format_desc", offset=pos)
         try:
-            return decode_event(self.buf[pos : pos + size], self.ctx, pos)
+            return decode_event(self.buf[pos : pos + size], self.ctx, pos, header)
         except BinlogFormatError as exc:
             raise exc.with_location(offset=pos) from None
 
@@ -160,14 +160,16 @@ def classify_problem(buf: Buffer, error: BinlogFormatError, ctx: FormatContext) 
     if ctx.checksum_alg != ChecksumAlg.CRC32:
         torn = isinstance(error, TruncatedEventError)
         return ProblemKind.TORN_TAIL if torn else ProblemKind.CORRUPTION
-    if _is_whole_valid_event(memoryview(buf), bad_offset):
+    if is_whole_valid_event(buf, bad_offset):
         return ProblemKind.CORRUPTION  # its bytes are as written: not a torn write
     if find_next_valid_event(buf, bad_offset, ctx.checksum_alg) is None:
         return ProblemKind.TORN_TAIL
     return ProblemKind.CORRUPTION
 
 
-def _is_whole_valid_event(view: memoryview, pos: int) -> bool:
+def is_whole_valid_event(buf: Buffer, pos: int) -> bool:
+    """Whether a whole event with a correct CRC32 starts at ``pos``."""
+    view = memoryview(buf)
     if len(view) - pos < HEADER_LEN + CHECKSUM_LEN:
         return False
     _type_code, size = _TYPE_AND_SIZE.unpack_from(view, pos)

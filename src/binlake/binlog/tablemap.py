@@ -53,82 +53,30 @@ _CANONICAL_ORDER = {
     Flavor.MYSQL: (1, 2, 3, 7, 4, 5, 6, 8, 9, 10, 11, 12),
 }
 
+
+def _types(names: str) -> frozenset[int]:
+    return frozenset(ColumnType[name] for name in names.split())
+
+
+_NO_METADATA = _types(
+    "DECIMAL TINY SHORT LONG NULL TIMESTAMP LONGLONG INT24 DATE TIME DATETIME YEAR NEWDATE"
+)
+_ONE_BYTE = _types(
+    "FLOAT DOUBLE BLOB TINY_BLOB MEDIUM_BLOB LONG_BLOB GEOMETRY JSON VECTOR TIME2 DATETIME2"
+) | {ColumnType.TIMESTAMP2, BLOB_COMPRESSED}
+_TWO_BYTES = _types("VARCHAR VAR_STRING BIT NEWDECIMAL STRING ENUM SET") | {VARCHAR_COMPRESSED}
+#: Bytes of per-column metadata, by column type code.
 _METADATA_WIDTH: dict[int, int] = {
-    ColumnType.FLOAT: 1,
-    ColumnType.DOUBLE: 1,
-    ColumnType.BLOB: 1,
-    ColumnType.TINY_BLOB: 1,
-    ColumnType.MEDIUM_BLOB: 1,
-    ColumnType.LONG_BLOB: 1,
-    ColumnType.GEOMETRY: 1,
-    ColumnType.JSON: 1,
-    ColumnType.VECTOR: 1,
-    ColumnType.TIME2: 1,
-    ColumnType.DATETIME2: 1,
-    ColumnType.TIMESTAMP2: 1,
-    BLOB_COMPRESSED: 1,
-    ColumnType.VARCHAR: 2,
-    ColumnType.VAR_STRING: 2,
-    VARCHAR_COMPRESSED: 2,
-    ColumnType.BIT: 2,
-    ColumnType.NEWDECIMAL: 2,
-    ColumnType.STRING: 2,
-    ColumnType.ENUM: 2,
-    ColumnType.SET: 2,
+    **dict.fromkeys(_NO_METADATA, 0),
+    **dict.fromkeys(_ONE_BYTE, 1),
+    **dict.fromkeys(_TWO_BYTES, 2),
 }
-_NO_METADATA = frozenset(
-    {
-        ColumnType.DECIMAL,
-        ColumnType.TINY,
-        ColumnType.SHORT,
-        ColumnType.LONG,
-        ColumnType.NULL,
-        ColumnType.TIMESTAMP,
-        ColumnType.LONGLONG,
-        ColumnType.INT24,
-        ColumnType.DATE,
-        ColumnType.TIME,
-        ColumnType.DATETIME,
-        ColumnType.YEAR,
-        ColumnType.NEWDATE,
-    }
-)
-_BIG_ENDIAN_META = frozenset(
-    {ColumnType.NEWDECIMAL, ColumnType.STRING, ColumnType.ENUM, ColumnType.SET}
-)
-_NUMERIC = frozenset(
-    {
-        ColumnType.TINY,
-        ColumnType.SHORT,
-        ColumnType.INT24,
-        ColumnType.LONG,
-        ColumnType.LONGLONG,
-        ColumnType.NEWDECIMAL,
-        ColumnType.FLOAT,
-        ColumnType.DOUBLE,
-    }
-)
+_BIG_ENDIAN_META = _types("NEWDECIMAL STRING ENUM SET")
+_NUMERIC = _types("TINY SHORT INT24 LONG LONGLONG NEWDECIMAL FLOAT DOUBLE")
 _CHARACTER = {
-    Flavor.MYSQL: frozenset(
-        {
-            ColumnType.STRING,
-            ColumnType.VAR_STRING,
-            ColumnType.VARCHAR,
-            ColumnType.BLOB,
-            ColumnType.VECTOR,
-        }
-    ),
-    Flavor.MARIADB: frozenset(
-        {
-            ColumnType.STRING,
-            ColumnType.VAR_STRING,
-            ColumnType.VARCHAR,
-            ColumnType.BLOB,
-            ColumnType.GEOMETRY,
-            BLOB_COMPRESSED,
-            VARCHAR_COMPRESSED,
-        }
-    ),
+    Flavor.MYSQL: _types("STRING VAR_STRING VARCHAR BLOB VECTOR"),
+    Flavor.MARIADB: _types("STRING VAR_STRING VARCHAR BLOB GEOMETRY")
+    | {BLOB_COMPRESSED, VARCHAR_COMPRESSED},
 }
 
 
@@ -342,8 +290,6 @@ def _decode_column_metadata(
 
 
 def _metadata_width(type_code: int, schema: str, table: str, column: int) -> int:
-    if type_code in _NO_METADATA:
-        return 0
     width = _METADATA_WIDTH.get(type_code)
     if width is None:
         raise UnsupportedTypeError(
@@ -539,7 +485,7 @@ def encode_table_map(tm: TableMap, ctx: FormatContext) -> bytes:
 
 
 def _meta_bytes(type_code: int, value: int) -> bytes:
-    width = 0 if type_code in _NO_METADATA else _METADATA_WIDTH.get(type_code, 0)
+    width = _METADATA_WIDTH.get(type_code, 0)
     if width == 2 and type_code not in _BIG_ENDIAN_META:
         return value.to_bytes(2, "little")
     return value.to_bytes(width, "big")

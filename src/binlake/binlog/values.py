@@ -18,14 +18,9 @@ JSON (MySQL)            ``str``: the document as text (``binlake.binlog.mysql_js
 GEOMETRY                ``Geometry(srid, wkb)``
 ======================  ============================================================
 
-MariaDB's UUID, INET4 and INET6 columns are indistinguishable from BINARY(16), BINARY(4) and
-BINARY(16) in the binlog: MariaDB 10.11 logs them as type STRING (254) with real type STRING,
-length 16/4/16 and the binary collation (63), even with ``binlog_row_metadata=FULL``; nothing in
-the TABLE_MAP marks them. Their row-image bytes are the value in network order (a UUID's 16 bytes
-in the order of its text form), with trailing zero bytes stripped like every BINARY(n). Decoding
-therefore returns padded ``bytes``; a caller that knows the column's type from the source schema
-(``information_schema.COLUMNS.DATA_TYPE``) passes a hint (``"uuid"``, ``"inet4"``, ``"inet6"``)
-and gets MariaDB's canonical text instead (``format_uuid``, ``format_inet4``, ``format_inet6``).
+MariaDB's UUID, INET4 and INET6 columns cannot be told from BINARY(16)/BINARY(4) in the binlog
+(see ``binlake.binlog.mariadb_types``): they decode to ``bytes`` unless the caller passes a hint
+(``"uuid"``, ``"inet4"``, ``"inet6"``) for the column, which yields MariaDB's canonical text.
 
 Each decodable type has a *source snippet*: Python statements that read one value at ``b[p:]``
 into a variable and advance ``p``. ``binlake.binlog.rowcodec`` pastes the snippets of a row's
@@ -35,12 +30,9 @@ columns into one generated function; ``decode_value`` runs a single snippet. Enc
 
 from __future__ import annotations
 
-import ipaddress
 import struct
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date, datetime
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Final
 
@@ -54,6 +46,14 @@ from binlake.binlog.decimals import (
     encode_decimal,
 )
 from binlake.binlog.errors import InvalidEventError, UnsupportedTypeError, ValueDecodeError
+from binlake.binlog.mariadb_types import (
+    HINT_LENGTHS,
+    HINTS,
+    format_inet4,
+    format_inet6,
+    format_uuid,
+    parse_hinted,
+)
 from binlake.binlog.tablemap import (
     BLOB_COMPRESSED,
     VARCHAR_COMPRESSED,
@@ -62,10 +62,19 @@ from binlake.binlog.tablemap import (
 )
 from binlake.binlog.temporal import ZeroDate
 
-__all__ = ["ABSENT", "ColumnSpec", "Geometry", "ZeroDate", "column_spec", "decode_value"]
+__all__ = [
+    "ABSENT",
+    "ColumnSpec",
+    "Geometry",
+    "ZeroDate",
+    "column_spec",
+    "decode_value",
+    "encode_value",
+    "format_inet4",
+    "format_inet6",
+    "format_uuid",
+]
 
-HINTS = frozenset({"uuid", "inet4", "inet6"})
-_HINT_LENGTH = {"uuid": 16, "inet4": 4, "inet6": 16}
 _BLOB_TYPES = frozenset({T.BLOB, T.TINY_BLOB, T.MEDIUM_BLOB, T.LONG_BLOB})
 _TEXT_TYPES = frozenset({T.VARCHAR, T.VAR_STRING, T.STRING}) | _BLOB_TYPES
 _INT_FORMATS: dict[int, str] = {T.TINY: "b", T.SHORT: "h", T.LONG: "i", T.LONGLONG: "q"}
@@ -168,8 +177,6 @@ def _unsupported(spec: ColumnSpec, message: str, hint: str | None = None) -> Uns
 
 
 def _complete(spec: ColumnSpec, tm: TableMap) -> ColumnSpec:
-    from dataclasses import replace
-
     if spec.type not in _SNIPPETS:
         raise _unsupported(spec, *_UNSUPPORTED.get(spec.type, (f"type code {spec.type}", None)))
     if spec.type in (T.TIME2, T.DATETIME2, T.TIMESTAMP2) and spec.metadata > 6:
@@ -177,7 +184,7 @@ def _complete(spec: ColumnSpec, tm: TableMap) -> ColumnSpec:
     if spec.type == T.NEWDECIMAL:
         decimal_size(spec.metadata >> 8, spec.metadata & 0xFF)  # raises for impossible p, s
     if spec.hint is not None and (
-        spec.hint not in HINTS or spec.type != T.STRING or spec.length != _HINT_LENGTH[spec.hint]
+        spec.hint not in HINTS or spec.type != T.STRING or spec.length != HINT_LENGTHS[spec.hint]
     ):
         raise _unsupported(spec, f"hint {spec.hint!r} does not fit a {spec.length}-byte column")
     full = "set binlog_row_metadata=FULL on the source (MariaDB 10.5+, MySQL 8.0.1+)"
@@ -193,49 +200,11 @@ def _complete(spec: ColumnSpec, tm: TableMap) -> ColumnSpec:
         if labels is None or collation is None:
             raise _unsupported(spec, "ENUM/SET labels are not in the binlog", full)
         codec = codec_for_collation(collation) or "latin-1"  # binary labels: byte -> char
-        return replace(spec, labels=tuple(label.decode(codec) for label in labels))
+        try:
+            return replace(spec, labels=tuple(label.decode(codec) for label in labels))
+        except UnicodeDecodeError:
+            raise _value_error(spec, f"a label is not valid {codec} text") from None
     return spec
-
-
-# ---- formatting MariaDB's own binary types ---------------------------------------------------
-
-
-def format_uuid(raw: bytes) -> str:
-    """MariaDB's text of a UUID column value (16 bytes in text order)."""
-    return str(uuid.UUID(bytes=bytes(raw)))
-
-
-def format_inet4(raw: bytes) -> str:
-    return str(ipaddress.IPv4Address(bytes(raw)))
-
-
-def format_inet6(raw: bytes) -> str:
-    """MariaDB's text of an INET6 value: RFC 5952 with ``::a.b.c.d`` for embedded IPv4."""
-    words = struct.unpack(">8H", raw)
-    best_start, best_len, start = -1, 0, -1
-    for i, word in enumerate((*words, 1)):
-        if word == 0 and start < 0:
-            start = i
-        elif word != 0 and start >= 0:
-            if i - start > best_len:
-                best_start, best_len = start, i - start
-            start = -1
-    if best_start == 0 and (best_len == 6 or (best_len == 5 and words[5] == 0xFFFF)):
-        prefix = "::ffff:" if best_len == 5 else "::"
-        return prefix + ".".join(str(b) for b in raw[12:])
-    if best_len < 2:
-        return ":".join(f"{w:x}" for w in words)
-    head = ":".join(f"{w:x}" for w in words[:best_start])
-    tail = ":".join(f"{w:x}" for w in words[best_start + best_len :])
-    return f"{head}::{tail}"
-
-
-def _parse_hinted(hint: str, text: str) -> bytes:
-    if hint == "uuid":
-        return uuid.UUID(text).bytes
-    if hint == "inet4":
-        return ipaddress.IPv4Address(text).packed
-    return ipaddress.IPv6Address(text).packed
 
 
 # ---- decoding: one source snippet per type ---------------------------------------------------
@@ -310,86 +279,9 @@ def _decimal_snippet(spec: ColumnSpec, v: str, ns: dict[str, Any]) -> list[str]:
     return decimal_source(spec.metadata >> 8, spec.metadata & 0xFF, v)
 
 
-_DATETIME2_READ = {  # fsp -> (struct format after '>BHH', microseconds expression)
-    0: ("", ""),
-    1: ("B", "_f * 10000"),
-    2: ("B", "_f * 10000"),
-    3: ("H", "_f * 100"),
-    4: ("H", "_f * 100"),
-    5: ("BH", "_f << 16 | _g"),
-    6: ("BH", "_f << 16 | _g"),
-}
-
-
-def _datetime2_snippet(spec: ColumnSpec, v: str, ns: dict[str, Any]) -> list[str]:
-    """DATETIME2 read as three small big-endian integers (cheaper than one 40-bit one)."""
-    fsp = spec.metadata
-    if fsp not in _DATETIME2_READ:
-        return [f"{v} = _dt_bad(-1, 0, {fsp})"]
-    fmt, micro = _DATETIME2_READ[fsp]
-    name = f"_unpack_dt{fsp}"
-    ns[name] = struct.Struct(">BHH" + fmt).unpack_from
-    ns.update(_datetime=datetime, _dt_bad=_datetime_bad)
-    names = "_h, _m, _l" + {"": "", "B": ", _f", "H": ", _f", "BH": ", _f, _g"}[fmt]
-    args = "(_h - 128) << 10 | _m >> 6"
-    return [
-        f"{names} = {name}(b, p); p += {temporal.datetime2_size(fsp)}",
-        f"_y = {args}",
-        f"try: {v} = _datetime(_y // 13, _y % 13, _m >> 1 & 31, _l >> 12 | (_m & 1) << 4,"
-        f" _l >> 6 & 63, _l & 63{', ' + micro if micro else ''})",
-        f"except (ValueError, OverflowError): {v} = _dt_bad((_h << 32 | _m << 16 | _l) - "
-        f"{temporal.DATETIMEF_INT_OFS:#x}, {micro or '0'}, {fsp})",
-    ]
-
-
-_FRAC_SCALE = (1, 10000, 10000, 100, 100, 1, 1)
-
-
-def _datetime_bad(packed: int, micro: int, fsp: int) -> datetime | ZeroDate:
-    if packed < 0:
-        raise ValueDecodeError("negative DATETIME value")
-    ym = packed >> 22
-    fields = (ym // 13, ym % 13, packed >> 17 & 31, packed >> 12 & 31, packed >> 6 & 63)
-    if micro >= 1_000_000:
-        raise ValueDecodeError(f"fractional seconds {micro} are not below one second")
-    return temporal.make_datetime(*fields, packed & 63, micro, fsp)
-
-
-def _timestamp2_snippet(spec: ColumnSpec, v: str, ns: dict[str, Any]) -> list[str]:
-    fsp = spec.metadata
-    frac = temporal.frac_size(fsp)
-    ns.update(_fromts=datetime.fromtimestamp, _UTC=temporal.UTC, _ts_bad=_timestamp_bad)
-    ns["_unpack_be_I"] = struct.Struct(">I").unpack_from
-    lines = ["_x, = _unpack_be_I(b, p)"]
-    if frac == 0:
-        return [*lines, f"{v} = _fromts(_x, _UTC) if _x else _ts_bad(0, 0, 0); p += 4"]
-    return [
-        *lines,
-        f"_f = _from_bytes(b[p + 4:p + {4 + frac}], 'big') * {_FRAC_SCALE[fsp]}; p += {4 + frac}",
-        f"if _x and _f < 1000000: {v} = _fromts(_x, _UTC).replace(microsecond=_f)",
-        f"else: {v} = _ts_bad(_x, _f, {fsp})",
-    ]
-
-
-def _timestamp_bad(seconds: int, micro: int, fsp: int) -> datetime | ZeroDate:
-    if micro >= 1_000_000:
-        raise ValueDecodeError(f"fractional seconds {micro} are not below one second")
-    if seconds == 0 and micro == 0:
-        return ZeroDate(0, 0, 0, fsp=fsp)
-    return datetime.fromtimestamp(seconds, temporal.UTC).replace(microsecond=micro)
-
-
-def _date_snippet(spec: ColumnSpec, v: str, ns: dict[str, Any]) -> list[str]:
-    ns.update(_date=date, _date_bad=_date_bad)
-    return [
-        "_x = b[p] | b[p + 1] << 8 | b[p + 2] << 16; p += 3",
-        f"try: {v} = _date(_x >> 9, _x >> 5 & 15, _x & 31)",
-        f"except ValueError: {v} = _date_bad(_x)",
-    ]
-
-
-def _date_bad(value: int) -> date | ZeroDate:
-    return temporal.make_date(value >> 9, value >> 5 & 15, value & 31)
+def _temporal_snippet(source: Callable[[int, str, dict[str, Any]], list[str]]) -> Snippet:
+    """A snippet from one of ``temporal``'s source generators, given the column's fsp."""
+    return lambda spec, v, ns: source(spec.metadata, v, ns)
 
 
 def _call_snippet(func: Callable[..., Any], size: Callable[[int], int] | int) -> Snippet:
@@ -452,6 +344,15 @@ def _decode_json(data: bytes) -> str:
     return decode_mysql_json(bytes(data))
 
 
+def _encode_json(text: str) -> bytes:
+    """MySQL binary JSON for a document given as text (pass bytes to keep a binary form)."""
+    import json
+
+    from binlake.binlog.mysql_json import encode_mysql_json
+
+    return encode_mysql_json(json.loads(text))
+
+
 def _geometry(data: bytes) -> Geometry:
     if len(data) < 4:
         raise ValueDecodeError(f"a GEOMETRY value of {len(data)} bytes has no SRID")
@@ -470,13 +371,13 @@ _SNIPPETS: dict[int, Snippet] = {
     T.NEWDECIMAL: _decimal_snippet,
     T.YEAR: _year_snippet,
     T.BIT: _bit_snippet,
-    T.DATE: _date_snippet,
-    T.NEWDATE: _date_snippet,
+    T.DATE: _temporal_snippet(temporal.date_source),
+    T.NEWDATE: _temporal_snippet(temporal.date_source),
     T.DATETIME: _call_snippet(temporal.decode_datetime_old, 8),
     T.TIME: _call_snippet(temporal.decode_time_old, 3),
     T.TIMESTAMP: _call_snippet(temporal.decode_timestamp_old, 4),
-    T.DATETIME2: _datetime2_snippet,
-    T.TIMESTAMP2: _timestamp2_snippet,
+    T.DATETIME2: _temporal_snippet(temporal.datetime2_source),
+    T.TIMESTAMP2: _temporal_snippet(temporal.timestamp2_source),
     T.TIME2: _call_snippet(temporal.decode_time2, temporal.time2_size),
     T.VARCHAR: _string_snippet,
     T.VAR_STRING: _string_snippet,
@@ -595,10 +496,12 @@ def encode_value(spec: ColumnSpec, value: Any) -> bytes:
 def _encode_bytes(spec: ColumnSpec, value: Any) -> bytes:
     if spec.type == T.GEOMETRY:
         data = value.srid.to_bytes(4, "little") + value.wkb
+    elif spec.type == T.JSON and isinstance(value, str):
+        data = _encode_json(value)
     elif spec.codec is not None:
         data = value.encode(spec.codec)
     elif spec.hint is not None:
-        data = _parse_hinted(spec.hint, value)
+        data = parse_hinted(spec.hint, value)
     else:
         data = bytes(value)
     assert isinstance(data, bytes)

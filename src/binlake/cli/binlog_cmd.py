@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.errors import BinlakeError
 from binlake.binlog.rows import RowsEvent, decode_rows
 from binlake.binlog.stream import ProblemKind
 from binlake.binlog.tablemap import TableMap
 from binlake.cli.render import describe, event_json, row_json
 from binlake.errors import FileAccessError
-from binlake.storage.binlog_file import BinlogFileReader, FileScan
+from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import files_of
 from binlake.storage.recovery import recover_log
+from binlake.storage.tail_scan import FileFacts, scan_file
 
 EXIT_TORN_TAIL = 1
 EXIT_CORRUPTION = 2
@@ -32,7 +32,10 @@ def register(commands: Any) -> None:
 
     dump = sub.add_parser("dump", help="print the events of binlog files, one per line")
     dump.add_argument(
-        "files", nargs="+", type=Path, metavar="PATH",
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
         help="binlog files, or a folder holding an .index file",
     )
     dump.add_argument("--json", action="store_true", help="JSON Lines: one object per event")
@@ -142,67 +145,76 @@ def run_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scan_text(scan: FileScan) -> str:
-    state = "IN_USE set" if scan.in_use else "IN_USE clear"
+def _scan_text(facts: FileFacts, path: Path) -> str:
+    state = "IN_USE set" if facts.in_use else "IN_USE clear"
     head = (
-        f"{scan.path}: {scan.events} events, {scan.transactions} transactions, "
-        f"last valid offset {scan.last_good_offset} of {scan.size}, {state}"
+        f"{path}: {facts.events} events, {facts.transactions} transactions, "
+        f"last valid offset {facts.last_good_offset} of {facts.size}, {state}"
     )
-    if scan.problem is None:
-        return f"{head}, OK"
-    return f"{head}, {scan.problem.describe()}"
+    return f"{head}, OK" if facts.clean else f"{head}, {facts.describe_problem()}"
 
 
-def _scan_json(scan: FileScan) -> dict[str, Any]:
+def _scan_json(facts: FileFacts, path: Path) -> dict[str, Any]:
     problem = None
-    if scan.problem is not None:
-        problem = {"kind": scan.problem.kind.value, **scan.problem.error.fields()}
+    if not facts.clean:
+        kind = ProblemKind.TORN_TAIL if facts.torn or facts.tail_damage else ProblemKind.CORRUPTION
+        problem = {
+            "kind": kind.value,
+            "offset": facts.problem_offset,
+            "message": facts.describe_problem(),
+        }
+    gtids = [gtid for gtid, _start, _end in facts.gtids]
     return {
-        "file": scan.path,
-        "size": scan.size,
-        "events": scan.events,
-        "transactions": scan.transactions,
-        "last_good_offset": scan.last_good_offset,
-        "transaction_boundary": scan.boundary,
-        "in_use": scan.in_use,
-        "first_gtid": scan.first_gtid,
-        "last_gtid": scan.last_gtid,
+        "file": str(path),
+        "size": facts.size,
+        "events": facts.events,
+        "transactions": facts.transactions,
+        "last_good_offset": facts.last_good_offset,
+        "transaction_boundary": facts.boundary,
+        "in_use": facts.in_use,
+        "first_gtid": gtids[0] if gtids else None,
+        "last_gtid": gtids[-1] if gtids else None,
         "problem": problem,
     }
 
 
-def _verify_one(path: Path) -> FileScan | BinlakeError:
-    try:
-        with open_binlog(path) as reader:
-            return reader.scan()
-    except FileAccessError as error:
-        return error
-
-
-def _exit_code(scan: FileScan, newest: bool) -> int:
-    """A torn tail is what a crash leaves only in the newest file; anywhere else it is damage."""
-    if scan.problem is None:
+def _exit_code(facts: FileFacts, newest: bool) -> int:
+    """What recovery would trim (a torn tail of the newest file) is 1; anything else bad is 2."""
+    if facts.clean:
         return 0
-    if scan.problem.kind is ProblemKind.TORN_TAIL and newest:
+    if newest and (facts.torn or facts.tail_damage):
         return EXIT_TORN_TAIL
     return EXIT_CORRUPTION
+
+
+def _hint(facts: FileFacts, code: int) -> str:
+    if code == EXIT_TORN_TAIL:
+        return (
+            "a crash left an incomplete tail; `binlake binlog recover DIR` trims the file "
+            "to its last complete transaction"
+        )
+    return (
+        f"nothing past offset {facts.problem_offset} can be trusted: valid data follows the "
+        "damage, or the file is not the newest; restore it from a copy or re-fetch it"
+    )
 
 
 def run_verify(args: argparse.Namespace) -> int:
     files = [f for p in args.paths for f in files_of(p)]
     worst = 0
     for i, path in enumerate(files):
-        result = _verify_one(path)
-        if isinstance(result, BinlakeError):
+        try:
+            facts = scan_file(path)
+        except FileAccessError as error:
             worst = EXIT_CORRUPTION
-            print(json.dumps(result.fields()) if args.json else f"{path}: error: {result}")
-            print(f"hint: {result.hint}", file=sys.stderr)
+            print(json.dumps(error.fields()) if args.json else f"{path}: error: {error}")
+            print(f"hint: {error.hint}", file=sys.stderr)
             continue
-        code = _exit_code(result, newest=i == len(files) - 1)
+        code = _exit_code(facts, newest=i == len(files) - 1)
         worst = max(worst, code)
-        print(json.dumps(_scan_json(result)) if args.json else _scan_text(result))
-        if result.problem is not None:
-            print(f"hint: {result.problem.hint}", file=sys.stderr)
+        print(json.dumps(_scan_json(facts, path)) if args.json else _scan_text(facts, path))
+        if code:
+            print(f"hint: {_hint(facts, code)}", file=sys.stderr)
     return worst
 
 

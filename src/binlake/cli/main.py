@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from binlake import __version__
-from binlake.cli import binlog_cmd
+from binlake.cli import binlog_cmd, receive_cmd, source_cmd
 from binlake.errors import BinlakeError, exit_code_for
 
 Handler = Callable[[argparse.Namespace], int]
@@ -40,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     binlog_cmd.register(commands)
+    source_cmd.register(commands)
+    receive_cmd.register(commands)
     return parser
 
 

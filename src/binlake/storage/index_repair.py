@@ -24,9 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from binlake.binlog.errors import BinlogFormatError
 from binlake.errors import FileAccessError, IndexFileError
-from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.durable import fsync_dir
 from binlake.storage.index import (
     SEQUENCE_NAME,
@@ -39,6 +37,7 @@ from binlake.storage.index import (
     remove_file,
     sequence_number,
 )
+from binlake.storage.tail_scan import scan_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +79,7 @@ class IndexRepairPlan:
 
 def complete_transactions(path: Path) -> int:
     """How many complete transactions the valid prefix of the file at ``path`` holds."""
-    try:
-        with path.open("rb") as f, BinlogFileReader(f, str(path)) as reader:
-            return reader.scan().transactions
-    except BinlogFormatError:
-        return 0
-    except OSError as exc:
-        raise FileAccessError(f"cannot read: {exc.strerror}", file=str(path)) from exc
+    return scan_file(path).transactions
 
 
 def plan_index_repair(index: LogIndex) -> IndexRepairPlan:

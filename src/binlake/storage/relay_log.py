@@ -7,7 +7,11 @@ lengths) with IN_USE set while the file is open. Then come the events exactly as
 file can be compared byte for byte with the source binlog it copies. A FORMAT_DESCRIPTION from the
 source switches the format context used to verify the events after it (as in MySQL relay logs);
 after a rotation the last source FORMAT_DESCRIPTION is copied into the new file, after ours, so
-that every file can be read on its own.
+that every file can be read on its own. The caller may add a *preamble* (``preamble``: bytes
+built when the file is created, encoded in the format context in force): the receiver puts its
+source context there (source file, offset and GTID state where the file begins), so that every
+file also says where it stands in the source (source/restart.py). The preamble is part of the
+header: written and fsynced with it, before the index lists the file.
 
 Durability contract:
 
@@ -48,7 +52,7 @@ from binlake.binlog.codec import BinlogEvent, decode_event, encode_event
 from binlake.binlog.constants import HEADER_LEN, MAGIC, ChecksumAlg, EventFlag
 from binlake.binlog.errors import BinlakeError, TruncatedEventError
 from binlake.binlog.format import FormatContext, flavor_of
-from binlake.binlog.transactions import TransactionGrouper
+from binlake.binlog.transactions import EventGroup, TransactionGrouper
 from binlake.crashpoints import crash_point, die, should_crash
 from binlake.errors import RelayLogStateError
 from binlake.storage.durable import fsync_dir, fsync_fd, raise_os_error
@@ -56,6 +60,9 @@ from binlake.storage.index import LogIndex, Marker, MarkerOp, index_temp_copies,
 from binlake.storage.recovery import RecoveryReport, clear_in_use, recover_log
 
 DEFAULT_BASENAME = "relay-bin"
+#: Builds the control events a new file carries after the FORMAT_DESCRIPTIONs, encoded in the
+#: given format context (see the module docstring).
+Preamble = Callable[[FormatContext], bytes]
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 
 #: The post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (event types 1..171).
@@ -116,7 +123,14 @@ def format_description_event(timestamp: int, server_id: int = 0) -> bytes:
 class RelayLogWriter:
     """Appends received events to the relay log in one folder. Build it with ``open``."""
 
-    def __init__(self, index: LogIndex, *, max_file_size: int, server_id: int) -> None:
+    def __init__(
+        self,
+        index: LogIndex,
+        *,
+        max_file_size: int,
+        server_id: int,
+        preamble: Preamble | None = None,
+    ) -> None:
         self.folder = index.folder
         self.max_file_size = max_file_size
         self.server_id = server_id
@@ -131,6 +145,9 @@ class RelayLogWriter:
         self._grouper = TransactionGrouper()
         self._synced: RelayPosition | None = None
         self._failed: BinlakeError | None = None
+        self._preamble = preamble
+        #: The group the last ``append`` completed (None if it completed none).
+        self.last_group: EventGroup | None = None
 
     @classmethod
     def open(
@@ -141,6 +158,7 @@ class RelayLogWriter:
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         server_id: int = 0,
         scan_from: str | None = None,
+        preamble: Preamble | None = None,
     ) -> RelayLogWriter:
         """Recover the relay log in ``folder`` (creating it if new) and start a new file in it."""
         folder = Path(folder)
@@ -152,7 +170,7 @@ class RelayLogWriter:
         if not index.exists() and not index_temp_copies(index.path):
             index.write_lines([])
         report = recover_log(folder, scan_from=scan_from, index_name=index.path.name)
-        writer = cls(index, max_file_size=max_file_size, server_id=server_id)
+        writer = cls(index, max_file_size=max_file_size, server_id=server_id, preamble=preamble)
         writer.recovery = report
         writer._switch_to_new_file()
         return writer
@@ -216,6 +234,7 @@ class RelayLogWriter:
             self._source_fde = bytes(event)
         if group is not None:
             self._boundary = self._offset
+        self.last_group = group
         return self.position
 
     def _verify(self, event: bytes) -> BinlogEvent:
@@ -284,6 +303,8 @@ class RelayLogWriter:
         self._index.write_marker(Marker(MarkerOp.CREATE, (name,)))
         header = MAGIC + format_description_event(int(time.time()), self.server_id)
         header += self._source_fde or b""
+        if self._preamble is not None:
+            header += self._preamble(self._ctx)
         new_fd = self._create(name, header)
         try:
             crash_point("relay_rotate_before_index")

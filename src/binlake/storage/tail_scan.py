@@ -19,12 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, MAGIC, ChecksumAlg, EventType
+from binlake.binlog.constants import MAGIC, ChecksumAlg, EventType
 from binlake.binlog.errors import BinlogFormatError, NotABinlogError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.format import FormatContext
-from binlake.binlog.header import event_crc, stored_crc
-from binlake.binlog.stream import EventStream, ProblemKind, classify_problem, find_next_valid_event
+from binlake.binlog.stream import (
+    EventStream,
+    ProblemKind,
+    classify_problem,
+    find_next_valid_event,
+    is_whole_valid_event,
+)
 from binlake.binlog.transactions import TransactionGrouper
 from binlake.errors import FileAccessError
 from binlake.storage.binlog_file import BinlogFileReader
@@ -73,6 +78,8 @@ class FileFacts:
     #: End of the last whole, valid event.
     last_good_offset: int = 0
     events: int = 0
+    #: Complete transactions and standalone statements (not control events).
+    transactions: int = 0
     error: BinlogFormatError | None = None
     kind: ProblemKind | None = None
     #: The file ends (cleanly) inside a transaction.
@@ -106,7 +113,7 @@ class FileFacts:
     def describe_problem(self) -> str:
         if self.error is None:
             return "the file ends inside a transaction"
-        what = "torn tail" if self.kind is ProblemKind.TORN_TAIL else "damaged event"
+        what = "torn tail" if self.kind is ProblemKind.TORN_TAIL else "corruption"
         if self.tail_damage:
             what = "damaged event inside the last transaction"
         return f"{what} at offset {self.problem_offset} ({self.error.message})"
@@ -127,6 +134,8 @@ def _scan(reader: BinlogFileReader) -> FileFacts:
         for event in reader.events():
             facts.events += 1
             group = grouper.feed(event)
+            if group is not None and group.is_transaction:
+                facts.transactions += 1
             if group is not None and group.gtid is not None:
                 facts.gtids.append((group.gtid, group.start_offset, group.end_offset))
     except BinlogFormatError as exc:
@@ -163,21 +172,11 @@ def _classify_header_damage(buf: memoryview, error: BinlogFormatError) -> Proble
     """
     if isinstance(error, NotABinlogError) or len(buf) > HEADER_ONLY_LIMIT:
         return ProblemKind.CORRUPTION
-    if _has_valid_crc(buf, len(MAGIC)):
+    if is_whole_valid_event(buf, len(MAGIC)):
         return ProblemKind.CORRUPTION
     if find_next_valid_event(buf, len(MAGIC), ChecksumAlg.CRC32) is not None:
         return ProblemKind.CORRUPTION
     return ProblemKind.TORN_TAIL
-
-
-def _has_valid_crc(buf: memoryview, pos: int) -> bool:
-    if len(buf) - pos < HEADER_LEN + CHECKSUM_LEN:
-        return False
-    size = int.from_bytes(buf[pos + 9 : pos + 13], "little")
-    if size < HEADER_LEN + CHECKSUM_LEN or pos + size > len(buf):
-        return False
-    event = buf[pos : pos + size]
-    return stored_crc(event) == event_crc(event)
 
 
 def _events_after_damage(

@@ -1,0 +1,387 @@
+"""`binlake receive`: stream the source's binlog into the crash-safe relay log.
+
+One run:
+
+1. take the state folder's lock (a second process refuses, naming the first);
+2. recover the relay log (WL#5493: trim to the last complete transaction, clear IN_USE) and
+   derive the restart point from it alone (WL#4621, source/restart.py);
+3. connect; check the server's identity against ``source.state`` and the restart point
+   (source/identity.py); refuse a different server unless ``--accept-new-source``;
+4. open the relay log writer (a new relay file, whose header carries the source context) and
+   dump from the restart point: by GTID state or by file and offset (``[source] mode``);
+5. append every event verbatim (heartbeats are not stored); fsync only at transaction boundaries,
+   per ``[receiver] sync``; rotate the relay file with the source's ROTATE and by size;
+6. on a lost connection (EOF, reset, heartbeat silence, unreachable): close the writer (a partial
+   transaction leaves IN_USE set), wait (capped exponential backoff with jitter) and start again
+   at step 2: recovery trims the partial transaction, and the restart point is the end of the
+   last complete one. That is the one path by which a partial transaction is dropped, the same
+   after a drop, a clean stop inside a transaction, and a crash. A lost position (error 1236)
+   and a refused login are not retried;
+7. stop on SIGINT/SIGTERM (``request_stop``), or with ``until_caught_up`` once the relay log holds
+   everything the source's binlog held when the run started: sync, close (IN_USE cleared),
+   release the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from enum import Enum
+
+from binlake.binlog.constants import HEADER_LEN, EventFlag, EventType
+from binlake.binlog.events import RotateEvent
+from binlake.binlog.format import Flavor
+from binlake.binlog.transactions import EventGroup
+from binlake.config import Config, ReplicationMode
+from binlake.crashpoints import crash_point
+from binlake.errors import SourceConfigError, SourceError
+from binlake.source.client import DumpStart, ServerInfo, SourceConnection
+from binlake.source.feed import EventFeed
+from binlake.source.identity import (
+    SourceIdentity,
+    SourceStateFile,
+    identity_changed_error,
+    identity_problems,
+    with_mode,
+)
+from binlake.source.policy import Backoff, SyncSchedule
+from binlake.source.progress import Progress, behind_bytes
+from binlake.source.restart import EMPTY, RestartPoint, SourcePosition, SourceTracker
+from binlake.source.restart import derive_restart_point as derive
+from binlake.storage.checkpoint import CheckpointRecord, scan_start
+from binlake.storage.index import LogIndex, index_temp_copies
+from binlake.storage.lock import StateLock
+from binlake.storage.recovery import recover_log
+from binlake.storage.relay_log import DEFAULT_BASENAME, RelayLogWriter
+
+INDEX_NAME = f"{DEFAULT_BASENAME}.index"
+HEARTBEAT_TYPES = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
+#: Longest wait for the rest of an open transaction after a stop request.
+STOP_GRACE_S = 2.0
+#: Longest wait for events before the loop looks at the stop flag and the clocks again.
+POLL_S = 0.2
+
+
+class Outcome(Enum):
+    STOPPED = "stopped"
+    CAUGHT_UP = "caught up"
+
+
+@dataclass(frozen=True)
+class ReceiveResult:
+    outcome: Outcome
+    #: The restart point after the run: what the relay log durably holds.
+    restart: RestartPoint
+    events: int
+    bytes: int
+    transactions: int
+    reconnects: int
+
+
+class _Session:
+    """One connection's worth of streaming: the writer, the tracker and the fsync schedule."""
+
+    def __init__(self, writer: RelayLogWriter, tracker: SourceTracker, schedule: SyncSchedule):
+        self.writer = writer
+        self.tracker = tracker
+        self.schedule = schedule
+        self.durable: SourcePosition | None = tracker.position
+        self.heartbeat: SourcePosition | None = None
+
+
+class Receiver:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        until_caught_up: bool = False,
+        accept_new_source: bool = False,
+        progress: Progress | None = None,
+    ) -> None:
+        self.config = config
+        self.until_caught_up = until_caught_up
+        self.accept_new_source = accept_new_source
+        self.progress = progress or Progress(interval_s=config.receiver.progress_interval_s)
+        self._stop = threading.Event()
+        self._state_file = SourceStateFile(config.state.source_state_path)
+        self._target: SourcePosition | None = None
+        self._binlog_files: tuple[tuple[str, int], ...] = ()
+        self._reconnects = 0
+        self._outcome: Outcome | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.source.host}:{self.config.source.port}"
+
+    def request_stop(self) -> None:
+        """Ask for a clean stop (safe to call from a signal handler)."""
+        self._stop.set()
+
+    # ---- the run ------------------------------------------------------------------------------
+
+    def run(self) -> ReceiveResult:
+        state_dir = self.config.state.dir
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            from binlake.storage.durable import raise_os_error
+
+            raise_os_error(exc, state_dir, "creating the state folder")
+        with StateLock.acquire(state_dir):
+            restart = self._recover(initial=True)
+            first = self._connect()
+            self._set_target(first)
+            connection: SourceConnection | None = first
+            while connection is not None:
+                self._session(connection, restart)
+                if self._outcome is not None:
+                    break
+                connection = self._reconnect()  # None: a stop was requested while waiting
+                restart = self._recover(initial=False)
+            final = self._recover(initial=False)
+        counts = self.progress.total
+        outcome = self._outcome or Outcome.STOPPED
+        self.progress.message(f"{outcome.value}; relay log holds {final.describe()}")
+        return ReceiveResult(
+            outcome, final, counts.events, counts.bytes, counts.transactions, self._reconnects
+        )
+
+    def _session(self, connection: SourceConnection, restart: RestartPoint) -> None:
+        """Stream on ``connection`` from ``restart`` until the connection fails (a retryable
+        error returns; any other is raised) or the run ends (``_outcome`` set)."""
+        try:
+            self._check_identity(connection.server, restart)
+            self._binlog_files = connection.server.binlog_files
+            start = self._dump_start(restart, connection.server)
+            tracker = SourceTracker(restart)
+            writer = self._open_writer(tracker)
+            session = _Session(writer, tracker, SyncSchedule.from_config(self.config.receiver))
+            try:
+                self.progress.message(f"streaming from {self.address} at {start.describe()}")
+                self._stream(connection, session, start)
+            finally:
+                self._close_writer(session)
+        except SourceError as error:
+            if not error.retryable:
+                raise
+            self.progress.message(f"connection lost: {error}")
+        finally:
+            connection.close()
+
+    # ---- recovery and the restart point -----------------------------------------------------
+
+    def _recover(self, *, initial: bool) -> RestartPoint:
+        """Recover the relay log and derive the restart point from it (WL#4621)."""
+        relay = self.config.state.relay_dir
+        index = LogIndex(relay / INDEX_NAME)
+        if not relay.is_dir() or (not index.exists() and not index_temp_copies(index.path)):
+            return EMPTY
+        names = index.names() if index.exists() else []
+        scan_from = names[-1] if names else None
+        if initial and names:
+            scan_from = scan_start(CheckpointRecord(self.config.state.checkpoint_path), names)
+        report = recover_log(relay, scan_from=scan_from, index_name=INDEX_NAME)
+        if report.changed:
+            for line in report.lines:
+                self.progress.message(f"relay log recovery: {line}")
+        return derive(relay, INDEX_NAME)
+
+    def _open_writer(self, tracker: SourceTracker) -> RelayLogWriter:
+        relay = self.config.state.relay_dir
+        index = LogIndex(relay / INDEX_NAME)
+        names = index.names() if index.exists() else []
+        return RelayLogWriter.open(
+            relay,
+            max_file_size=self.config.receiver.max_relay_file_size,
+            server_id=self.config.source.server_id,
+            scan_from=names[-1] if names else None,
+            preamble=tracker.context_events,
+        )
+
+    def _close_writer(self, session: _Session) -> None:
+        """Sync and close at a boundary; inside a transaction the file keeps IN_USE and the next
+        recovery trims the partial transaction."""
+        writer = session.writer
+        if writer.failed is None and not writer.in_transaction:
+            self._sync(session)
+            crash_point("receiver_stop_before_close")
+        writer.close()
+
+    # ---- connecting -----------------------------------------------------------------------------
+
+    def _connect(self) -> SourceConnection:
+        return SourceConnection.open(self.config.source.connection_settings())
+
+    def _reconnect(self) -> SourceConnection | None:
+        """Connect again with backoff; None when a stop was requested meanwhile."""
+        backoff = Backoff.from_config(self.config.receiver)
+        outage_started = time.monotonic()
+        while True:
+            wait = backoff.next_wait()
+            self.progress.message(f"reconnecting to {self.address} in {wait:.1f}s")
+            if self._stop.wait(wait):
+                return None
+            try:
+                connection = self._connect()
+            except SourceError as error:
+                if not error.retryable:
+                    raise
+                self._check_give_up(error, backoff, time.monotonic() - outage_started)
+                continue
+            self._reconnects += 1
+            return connection
+
+    def _check_give_up(self, error: SourceError, backoff: Backoff, outage_s: float) -> None:
+        limit = self.config.receiver.catch_up_give_up_s
+        if self.until_caught_up and outage_s >= limit:
+            raise type(error)(
+                f"gave up after {outage_s:.0f}s without the source "
+                f"(catch_up_give_up_s = {limit:g}): {error.message}",
+                hint=error.hint,
+            )
+        if backoff.exhausted:
+            raise type(error)(
+                f"gave up after {backoff.attempts} reconnect attempts "
+                f"(reconnect_max_attempts): {error.message}",
+                hint=error.hint,
+            )
+
+    def _check_identity(self, server: ServerInfo, restart: RestartPoint) -> None:
+        mode = self.config.source.mode
+        recorded = self._state_file.read()
+        problems = identity_problems(recorded, server, restart)
+        if problems and not self.accept_new_source:
+            raise identity_changed_error(recorded, server, self.address, problems)
+        if problems:
+            self.progress.message(
+                "accepting a new source (--accept-new-source): " + "; ".join(problems)
+            )
+            self._state_file.record(SourceIdentity.of_server(server, mode, self.address))
+        elif recorded is None:
+            self._state_file.record(SourceIdentity.of_server(server, mode, self.address))
+        elif recorded.mode != mode.value:
+            self.progress.message(f"replication mode changed from {recorded.mode} to {mode.value}")
+            self._state_file.record(with_mode(recorded, mode))
+
+    def _dump_start(self, restart: RestartPoint, server: ServerInfo) -> DumpStart:
+        position = restart.position
+        if position is None:
+            first = server.binlog_files[0][0] if server.binlog_files else None
+            return DumpStart(file=first, position=4)
+        state = restart.gtid_state
+        gtid_usable = state is not None and (restart.flavor is Flavor.MARIADB or bool(state))
+        if self.config.source.mode is ReplicationMode.GTID and state is not None and gtid_usable:
+            return DumpStart(gtid_state=state.text())
+        return DumpStart(file=position.file, position=position.offset)
+
+    def _set_target(self, connection: SourceConnection) -> None:
+        """With --until-caught-up: the end of the source's binlog now."""
+        if not self.until_caught_up:
+            return
+        files = connection.server.binlog_files
+        if not files:
+            rows = connection.query("SHOW MASTER STATUS")
+            if not rows:
+                raise SourceConfigError(
+                    f"the source at {self.address} reports no binary log position",
+                    hint="enable log_bin on the source and grant binlake's user "
+                    "REPLICATION CLIENT (BINLOG MONITOR on MariaDB)",
+                    setting="log_bin",
+                )
+            files = ((str(rows[0][0]), int(rows[0][1])),)
+        self._target = SourcePosition(*files[-1])
+        self.progress.message(f"will stop once caught up with {self._target}")
+
+    # ---- streaming ------------------------------------------------------------------------------
+
+    def _stream(self, connection: SourceConnection, session: _Session, start: DumpStart) -> None:
+        feed = EventFeed(connection.dump(start)).start()
+        stop_deadline: float | None = None
+        try:
+            while self._outcome is None:
+                now = time.monotonic()
+                if self._stop.is_set():
+                    stop_deadline = stop_deadline or now + STOP_GRACE_S
+                    if not session.writer.in_transaction or now >= stop_deadline:
+                        self._outcome = Outcome.STOPPED
+                        return
+                for raw in feed.take(self._wait_s(session, now)):
+                    self._on_event(session, raw)
+                    if self._outcome is not None:
+                        return
+                    if self._stop.is_set() and not session.writer.in_transaction:
+                        break
+                self._tick(session, time.monotonic())
+        finally:
+            feed.stop(join_timeout=0)
+
+    def _wait_s(self, session: _Session, now: float) -> float:
+        due = session.schedule.wait_s(now)
+        return POLL_S if due is None else min(POLL_S, due)
+
+    def _on_event(self, session: _Session, raw: bytes) -> None:
+        if raw[4] in HEARTBEAT_TYPES:
+            if raw[4] == EventType.HEARTBEAT:
+                self._on_heartbeat(session, raw)
+            return
+        writer = session.writer
+        writer.append(raw)
+        group = writer.last_group
+        self.progress.count(1, len(raw), 1 if group is not None and group.is_transaction else 0)
+        if group is None:
+            return
+        session.tracker.on_group(group)
+        now = time.monotonic()
+        if group.is_transaction:
+            session.schedule.on_transaction(now)
+        elif _is_source_rotate(group):
+            crash_point("receiver_before_source_rotate")
+            writer.rotate()  # fsyncs the old file: everything before is durable
+            session.schedule.on_synced()
+            session.durable = session.tracker.position
+        if session.schedule.due(now):
+            self._sync(session)
+        if self._reached_target(session.tracker.position):
+            self._finish_caught_up(session)
+
+    def _on_heartbeat(self, session: _Session, raw: bytes) -> None:
+        """A heartbeat says the source has sent everything up to (its file, its log_pos)."""
+        log_pos = int.from_bytes(raw[13:17], "little")
+        name = raw[HEADER_LEN : len(raw) - 4].decode("utf-8", "replace")
+        session.heartbeat = SourcePosition(name, log_pos)
+        if not session.writer.in_transaction and self._reached_target(session.heartbeat):
+            self._finish_caught_up(session)
+
+    def _reached_target(self, position: SourcePosition | None) -> bool:
+        target = self._target
+        return target is not None and position is not None and position.key() >= target.key()
+
+    def _finish_caught_up(self, session: _Session) -> None:
+        self._sync(session)
+        self._outcome = Outcome.CAUGHT_UP
+
+    def _tick(self, session: _Session, now: float) -> None:
+        if session.schedule.due(now) and not session.writer.in_transaction:
+            self._sync(session)
+        if self.progress.due(now):
+            self.progress.status(
+                now, session.durable, behind_bytes(session.durable, self._binlog_files)
+            )
+
+    def _sync(self, session: _Session) -> None:
+        session.writer.sync()
+        crash_point("receiver_after_sync")
+        session.schedule.on_synced()
+        session.durable = session.tracker.position
+
+
+def _is_source_rotate(group: EventGroup) -> bool:
+    """The ROTATE that ends a source binlog (not the artificial one a dump starts with)."""
+    event = group.events[-1]
+    header = event.header
+    return (
+        isinstance(event.payload, RotateEvent)
+        and header.log_pos != 0
+        and not header.flags & EventFlag.ARTIFICIAL
+    )

@@ -1,0 +1,122 @@
+"""Checks every event of a dump stream before it is passed on.
+
+The checksum in force follows the stream: before the first FORMAT_DESCRIPTION it is the one we
+negotiated (``@master_binlog_checksum``; the server computes the artificial ROTATE's CRC with
+it), afterwards the one the latest FORMAT_DESCRIPTION declares (HEARTBEAT events use it too).
+A FORMAT_DESCRIPTION's own CRC32 is always checked. ``check`` either returns the event or
+raises; a bad event is never passed on.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+from binlake.binlog.constants import (
+    CHECKSUM_LEN,
+    HEADER_LEN,
+    ChecksumAlg,
+    EventFlag,
+    EventType,
+    event_type_name,
+)
+from binlake.binlog.format import decode_format_description, has_checksum_trailer
+from binlake.binlog.header import event_crc
+from binlake.errors import (
+    BinlogFormatError,
+    ChecksumMismatchError,
+    SourceConfigError,
+    SourceProtocolError,
+)
+
+_HEADER = struct.Struct("<4xBxxxxIIH")  # type, size, log_pos, flags
+_CRC = struct.Struct("<I")
+_ROTATE_POS = struct.Struct("<Q")
+
+
+class EventChecker:
+    """Per-dump state: checksum in force and the source file the events come from."""
+
+    def __init__(self, *, negotiated_checksum: str, allow_unchecksummed: bool = False) -> None:
+        self.checksum_alg = (
+            ChecksumAlg.CRC32 if negotiated_checksum.upper() == "CRC32" else ChecksumAlg.OFF
+        )
+        self.allow_unchecksummed = allow_unchecksummed
+        #: The source binlog file of the events (from the latest ROTATE), None before one.
+        self.file: str | None = None
+        self.events = 0
+
+    def check(self, event: bytes) -> bytes:
+        if len(event) < HEADER_LEN:
+            raise self.protocol_error(f"event of {len(event)} bytes is shorter than a header")
+        type_code, size, log_pos, flags = _HEADER.unpack_from(event)
+        if size != len(event):
+            raise self.protocol_error(
+                f"{event_type_name(type_code)} event declares {size} bytes, its packet has "
+                f"{len(event)}"
+            )
+        if type_code == EventType.FORMAT_DESCRIPTION:
+            self._format_description(event, log_pos, flags)
+        elif self.checksum_alg == ChecksumAlg.CRC32:
+            self._verify_crc(event, type_code, log_pos, flags)
+        if type_code == EventType.ROTATE:
+            self._rotate(event)
+        self.events += 1
+        return event
+
+    def protocol_error(self, message: str) -> SourceProtocolError:
+        where = f" (after {self.events} events of {self.file})" if self.file else ""
+        return SourceProtocolError(message + where)
+
+    def _offset(self, size: int, log_pos: int, flags: int) -> int | None:
+        """The event's offset in the source file, when its header says."""
+        if log_pos == 0 or flags & EventFlag.ARTIFICIAL or log_pos < size:
+            return None
+        return log_pos - size
+
+    def _verify_crc(self, event: bytes, type_code: int, log_pos: int, flags: int) -> None:
+        if len(event) < HEADER_LEN + CHECKSUM_LEN:
+            raise self.protocol_error(f"event of {len(event)} bytes has no room for its CRC32")
+        view = memoryview(event)
+        stored = _CRC.unpack_from(event, len(event) - CHECKSUM_LEN)[0]
+        computed = zlib.crc32(view[: len(event) - CHECKSUM_LEN]) & 0xFFFFFFFF
+        if stored != computed:
+            raise ChecksumMismatchError(
+                f"CRC32 stored {stored:#010x}, computed {computed:#010x} (received from the "
+                "source; not passed on)",
+                file=self.file,
+                offset=self._offset(len(event), log_pos, flags),
+                event_type=event_type_name(type_code),
+            )
+
+    def _format_description(self, event: bytes, log_pos: int, flags: int) -> None:
+        try:
+            ctx = decode_format_description(memoryview(event)[HEADER_LEN:])
+        except BinlogFormatError as exc:
+            raise exc.with_location(file=self.file) from None
+        if has_checksum_trailer(ctx):
+            stored = _CRC.unpack_from(event, len(event) - CHECKSUM_LEN)[0]
+            computed = event_crc(event)
+            if stored != computed:
+                raise ChecksumMismatchError(
+                    f"CRC32 stored {stored:#010x}, computed {computed:#010x}",
+                    file=self.file,
+                    offset=self._offset(len(event), log_pos, flags),
+                    event_type="Format_desc",
+                )
+        self.checksum_alg = ChecksumAlg(ctx.checksum_alg)
+        if self.checksum_alg != ChecksumAlg.CRC32 and not self.allow_unchecksummed:
+            raise SourceConfigError(
+                f"binlog {self.file} was written without event checksums; binlake verifies "
+                "every event's CRC32",
+                hint="SET GLOBAL binlog_checksum = 'CRC32' (and in my.cnf), FLUSH BINARY LOGS, "
+                "and start from a file written after that",
+                setting="binlog_checksum",
+            )
+
+    def _rotate(self, event: bytes) -> None:
+        end = len(event) - (CHECKSUM_LEN if self.checksum_alg == ChecksumAlg.CRC32 else 0)
+        if end < HEADER_LEN + _ROTATE_POS.size:
+            raise self.protocol_error(f"ROTATE event of {len(event)} bytes is too short")
+        name = event[HEADER_LEN + _ROTATE_POS.size : end]
+        self.file = name.decode("utf-8", "replace")
