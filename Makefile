@@ -1,12 +1,14 @@
 # binlake developer and CI entry points (GNU make, Debian 12, run as root).
 #
-#   make deps   system packages (MariaDB server and client), only when missing
-#   make venv   .venv with python 3.11 and the editable package with its dev extra
-#   make test   deps + venv, then the fast test suite
-#   make lint   ruff check, ruff format --check, mypy --strict
-#   make demo   deps + venv, then scripts/demo.py
-#   make bench  deps + venv + bench extra, then every bench/*.py
-#   make clean  remove .venv and caches
+#   make deps        system packages (MariaDB server and client, Java 17, jarjar), only when missing
+#   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark)
+#   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
+#                    (python -m binlake.apply.runtime: builds once, verifies checksums after)
+#   make test        deps + venv + spark-deps, then the fast test suite
+#   make lint        ruff check, ruff format --check, mypy --strict
+#   make demo        deps + venv + spark-deps, then scripts/demo.py
+#   make bench       deps + venv + spark-deps + bench extra, then every bench/*.py
+#   make clean       remove .venv and caches (not the jar cache in ~/.cache/binlake)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -30,20 +32,39 @@ export PATH := $(PATH):/usr/sbin:/usr/local/sbin
 export DEBIAN_FRONTEND := noninteractive
 
 APT_PACKAGES := mariadb-server mariadb-client
+# Spark needs Java (8/11/17; Debian 12 has 17); jarjar relocates Jackson for the Iceberg runtime.
+JAVA_APT_PACKAGE := openjdk-17-jre-headless
+JARJAR_JAR := /usr/share/java/jarjar.jar
+JARJAR_APT_PACKAGE := libjarjar-java
 
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: deps venv test lint demo bench clean
+.PHONY: deps venv spark-deps test lint demo bench clean
 
 deps:
-	@if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-binlog >/dev/null 2>&1 \
+	@missing=""; \
+	if command -v mariadbd >/dev/null 2>&1 && command -v mariadb-binlog >/dev/null 2>&1 \
 	    && command -v mariadb-install-db >/dev/null 2>&1; then \
 	  echo "deps: MariaDB already installed ($$(mariadbd --version))"; \
 	else \
-	  echo "deps: installing $(APT_PACKAGES)"; \
+	  missing="$(APT_PACKAGES)"; \
+	fi; \
+	if command -v java >/dev/null 2>&1; then \
+	  echo "deps: Java already installed ($$(java -version 2>&1 | head -n 1))"; \
+	else \
+	  missing="$$missing $(JAVA_APT_PACKAGE)"; \
+	fi; \
+	if [ -f $(JARJAR_JAR) ]; then \
+	  echo "deps: jarjar already installed ($(JARJAR_JAR))"; \
+	else \
+	  missing="$$missing $(JARJAR_APT_PACKAGE)"; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  mkdir -p /usr/share/man/man1; \
 	  apt-get update -q; \
-	  apt-get install -y -q --no-install-recommends $(APT_PACKAGES); \
+	  apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
 $(VENV_PY):
@@ -56,7 +77,10 @@ $(DEV_STAMP): pyproject.toml | $(VENV_PY)
 
 venv: $(DEV_STAMP)
 
-test: deps venv
+spark-deps: deps venv
+	@$(VENV_PY) -m binlake.apply.runtime
+
+test: deps venv spark-deps
 	@rc=0; $(VENV)/bin/pytest -m "not slow" --durations=15 $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
 	exit $$rc
@@ -66,14 +90,14 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-demo: deps venv
+demo: deps venv spark-deps
 	$(VENV_PY) scripts/demo.py
 
 $(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
 	$(VENV_PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@
 
-bench: deps venv $(BENCH_STAMP)
+bench: deps venv spark-deps $(BENCH_STAMP)
 	@shopt -s nullglob; scripts=(bench/*.py); \
 	if [ $${#scripts[@]} -eq 0 ]; then echo "bench: no bench/*.py yet"; fi; \
 	for script in "$${scripts[@]}"; do \

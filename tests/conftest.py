@@ -11,10 +11,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from binlake.sandbox import MariaDBSandbox, mariadb_available
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TESTS_DIR = Path(__file__).parent
 FOLDER_MARKERS = ("unit", "integration", "crash", "property")
@@ -83,3 +87,15 @@ def fresh_database(mariadb: MariaDBSandbox) -> Iterator[str]:
     mariadb.execute(f"CREATE DATABASE `{name}`")
     yield name
     mariadb.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """One local Spark session (embedded Iceberg catalog ``lake``, warehouse in a temp folder)
+    for the whole run; stopped at the end. pyspark is imported only by tests that use it."""
+    from binlake.apply.spark import SparkSettings, build_session, stop_session
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = build_session(SparkSettings(app_name="binlake-tests", warehouse=warehouse))
+    yield session
+    stop_session(session)

@@ -11,13 +11,16 @@ are not compared.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from binlake.binlog.errors import BinlakeError, BinlogFormatError
 from binlake.crashpoints import ENV_VAR
 from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
@@ -30,14 +33,19 @@ RECEIVE_TIMEOUT_S = 90
 Transaction = tuple[str | None, tuple[bytes, ...]]
 
 
-def transactions_of(paths: Iterable[Path]) -> list[Transaction]:
-    """The complete transactions of binlog files, in order (a torn tail ends the list)."""
+def transactions_of(paths: Iterable[Path], *, live: bool = False) -> list[Transaction]:
+    """The complete transactions of binlog files, in order. ``live``: the files may be being
+    written (a partial tail ends a file's list instead of failing)."""
     out: list[Transaction] = []
     for path in paths:
         with path.open("rb") as f, BinlogFileReader(f, path.name) as reader:
-            for group in reader.groups():
-                if group.is_transaction:
-                    out.append((group.gtid, tuple(event.raw for event in group.events)))
+            try:
+                for group in reader.groups():
+                    if group.is_transaction:
+                        out.append((group.gtid, tuple(event.raw for event in group.events)))
+            except BinlogFormatError:
+                if not live:
+                    raise
     return out
 
 
@@ -45,9 +53,32 @@ def source_transactions(sandbox: MariaDBSandbox) -> list[Transaction]:
     return transactions_of(sandbox.binlog_files())
 
 
-def relay_transactions(state_dir: Path) -> list[Transaction]:
+def relay_transactions(state_dir: Path, *, live: bool = False) -> list[Transaction]:
     index = state_dir / "relay" / "relay-bin.index"
-    return transactions_of(read_index(index)) if index.exists() else []
+    return transactions_of(read_index(index), live=live) if index.exists() else []
+
+
+def wait_for_relay(
+    state_dir: Path,
+    sandbox: MariaDBSandbox,
+    receiver: BackgroundReceive | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """Wait until a running receiver's relay log holds every transaction the source has."""
+    want = len(source_transactions(sandbox))
+    deadline = time.monotonic() + timeout
+    have = 0
+    while time.monotonic() < deadline:
+        if receiver is not None and receiver.process.poll() is not None:
+            raise AssertionError(f"receive exited early\n{receiver.output()}")
+        try:
+            have = len(relay_transactions(state_dir, live=True))
+        except (OSError, BinlakeError):
+            have = -1  # a file rotated or was trimmed under us: look again
+        if have >= want:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the relay log holds {have} of {want} transactions after {timeout}s")
 
 
 def assert_relay_equals_source(state_dir: Path, sandbox: MariaDBSandbox) -> int:
@@ -103,7 +134,9 @@ def write_config(
     return path
 
 
-def receive_env(crash_point: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+def receive_env(
+    crash_point: str | None = None, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
     if crash_point is not None:
         env[ENV_VAR] = crash_point
@@ -137,6 +170,41 @@ def describe(run: subprocess.CompletedProcess[str]) -> str:
     return f"rc={run.returncode}\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}"
 
 
+class BackgroundReceive:
+    """`binlake receive` running until told to stop (SIGTERM), its output in files."""
+
+    def __init__(self, config: Path, *args: str, crash_point: str | None = None) -> None:
+        self.out = config.with_suffix(".out")
+        self.err = config.with_suffix(".err")
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.process = subprocess.Popen(
+                receive_command(config, *args),
+                stdout=out,
+                stderr=err,
+                env=receive_env(crash_point),
+                text=True,
+            )
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then wait for the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(
+                f"receive did not stop within {timeout}s\n{self.output()}"
+            ) from None
+
+    def wait(self, timeout: float = RECEIVE_TIMEOUT_S) -> int:
+        return self.process.wait(timeout)
+
+    def output(self) -> str:
+        return f"--- stdout\n{self.out.read_text()}\n--- stderr\n{self.err.read_text()}"
+
+
 @dataclass
 class Workload:
     """Small autocommit transactions (and a DDL now and then) on one table, in a thread."""
@@ -161,22 +229,19 @@ class Workload:
                 first = self.next_id
                 for i in range(rows):
                     cur.execute(
-                        "INSERT INTO t VALUES (%s, %s, %s)", (first + i, f"row {first + i}" * 5, i)
+                        "INSERT INTO t (id, v, n) VALUES (%s, %s, %s)",
+                        (first + i, f"row {first + i}" * 5, i),
                     )
                 cur.execute("UPDATE t SET n = n + 1 WHERE id = %s", (first,))
                 conn.commit()
                 self.next_id += rows
 
-    def run_tolerating_crash(self, transactions: int) -> int:
-        """Like ``run``, but stops quietly when the server goes away; returns commits done."""
-        done = 0
+    def run_tolerating_crash(self, transactions: int) -> None:
+        """Like ``run``, but stops quietly when the server goes away (the error is kept)."""
         try:
-            for _ in range(transactions):
-                self.run(1)
-                done += 1
+            self.run(transactions)
         except Exception as error:  # the server was killed under us: expected by the caller
             self.errors.append(error)
-        return done
 
     def in_thread(self, transactions: int) -> threading.Thread:
         thread = threading.Thread(target=self.run_tolerating_crash, args=(transactions,))

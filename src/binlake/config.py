@@ -311,7 +311,7 @@ SOURCE_KEYS: tuple[Key, ...] = (
     ),
     Key(
         "mode",
-        "gtid | file",
+        "gtid or file",
         _enum(ReplicationMode),
         ReplicationMode.GTID,
         "resume by GTID state (gtid) or by binlog file and offset (file)",
@@ -337,7 +337,7 @@ STATE_KEYS: tuple[Key, ...] = (
 RECEIVER_KEYS: tuple[Key, ...] = (
     Key(
         "sync",
-        "grouped | every-transaction",
+        "grouped or every-transaction",
         _enum(SyncPolicy),
         SyncPolicy.GROUPED,
         "grouped: one fsync per sync_interval_ms or sync_max_transactions; every-transaction: "

@@ -47,6 +47,9 @@ __all__ = [
     "SourcePositionLostError",
     "SourceProtocolError",
     "SourceUnreachableError",
+    "SparkError",
+    "SparkSetupError",
+    "SparkStatementError",
     "StateFileCorruptError",
     "StateFileError",
     "StateLockedError",
@@ -436,6 +439,58 @@ class SourceIdentityChangedError(SourceError):
         return out
 
 
+class SparkError(BinlakeError):
+    """Spark or Iceberg could not do what the applier asked."""
+
+    default_hint = "see the Spark message above; `BINLAKE_DEBUG=1` shows the Java stack trace"
+
+
+class SparkSetupError(SparkError):
+    """Spark cannot start or lacks a piece: Java, the Iceberg runtime jar, its shaded Jackson
+    classes, py4j's pinned threads. ``component`` names the missing piece."""
+
+    default_hint = "run `make spark-deps` (Java, the repaired Iceberg runtime), then retry"
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, component: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.component = component
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.component is not None:
+            out["component"] = self.component
+        return out
+
+
+class SparkStatementError(SparkError):
+    """A Spark SQL statement or DataFrame write failed; ``statement`` is its text (shortened).
+    Whether the table changed is told by its newest snapshot, never assumed."""
+
+    default_hint = (
+        "the target table's newest binlake snapshot says what it holds; a restart re-applies "
+        "from there"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        table: str | None = None,
+        statement: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, table=table)
+        self.statement = statement
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.statement is not None:
+            out["statement"] = self.statement
+        return out
+
+
 #: Exit codes by branch of the tree; the first matching class wins.
 EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (UsageError, 64),
@@ -449,6 +504,7 @@ EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (SourceIdentityChangedError, 65),
     (SourceProtocolError, 76),
     (SourceError, 69),
+    (SparkSetupError, 69),
     (StorageError, 74),
     (BinlakeError, 70),
 )

@@ -117,6 +117,8 @@ class MariaDBSandbox:
     ) -> None:
         self.base_dir = Path(base_dir).absolute()
         self.datadir = self.base_dir / "data"
+        #: The server's own temp folder: servers sharing /tmp have collided in install-db.
+        self.tmpdir = self.base_dir / "tmp"
         self.socket_path = self.base_dir / "mariadbd.sock"
         self.pid_file = self.base_dir / "mariadbd.pid"
         self.log_path = self.base_dir / "mariadbd.log"
@@ -165,6 +167,7 @@ class MariaDBSandbox:
     def server_args(self, port: int) -> list[str]:
         """The mariadbd command line after the program name."""
         args = ["--no-defaults", *self._user_args(), f"--datadir={self.datadir}"]
+        args += [f"--tmpdir={self.tmpdir}"]
         args += [f"--socket={self.socket_path}", f"--pid-file={self.pid_file}"]
         args += [f"--port={port}", f"--bind-address={self.host}", "--skip-name-resolve"]
         args += [f"--server-id={self.server_id}", "--character-set-server=utf8mb4"]
@@ -186,6 +189,7 @@ class MariaDBSandbox:
             raise SandboxError(f"mariadbd is already running (pid {self.pid})")
         self._check_socket_path()
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.tmpdir.mkdir(exist_ok=True)
         if not (self.datadir / "mysql").is_dir():
             self._install_db()
         for _attempt in range(PORT_ATTEMPTS):
@@ -244,6 +248,7 @@ class MariaDBSandbox:
     def _install_db(self) -> None:
         command = [find_executable("mariadb-install-db"), "--no-defaults", *self._user_args()]
         command += [f"--datadir={self.datadir}", "--auth-root-authentication-method=normal"]
+        command += [f"--tmpdir={self.tmpdir}"]
         command += ["--skip-test-db", *INNODB_ARGS]
         self._log_offset = self._log_size()
         with self.log_path.open("ab") as log:

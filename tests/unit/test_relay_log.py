@@ -77,6 +77,7 @@ def test_events_are_appended_verbatim_after_our_header(writer: RelayLogWriter) -
     path = writer.folder / "relay-bin.000001"
     for event in EVENTS:
         writer.append(event)
+    writer.sync()
     assert path.read_bytes()[our_header_size(path) :] == b"".join(EVENTS)
 
 
@@ -88,6 +89,7 @@ def test_event_with_a_bad_crc_is_refused_and_nothing_is_written(writer: RelayLog
     with pytest.raises(ChecksumMismatchError):
         writer.append(bytes(bad))
     assert writer.position == before
+    writer.sync()
     assert (writer.folder / before.file).stat().st_size == before.offset
     writer.append(EVENTS[1])  # the writer stays usable: nothing was written
 
@@ -104,6 +106,7 @@ def test_orphan_xid_is_refused_before_writing(writer: RelayLogWriter) -> None:
     orphan.add(XidEvent(7))
     with pytest.raises(OrphanEventError):
         writer.append(orphan.bytes()[4:])
+    writer.sync()
     assert (writer.folder / before.file).stat().st_size == before.offset
 
 

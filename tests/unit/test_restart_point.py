@@ -55,7 +55,6 @@ def test_restart_point_is_the_end_of_the_last_transaction_after_source_rotations
     assert point.position == expected_end(source)
     assert point.flavor is Flavor.MARIADB
     assert point.gtid_state == MariaGtidState.parse("0-1-12")
-    assert point.transactions == 12
     assert point.source_server_id == 1
 
 
@@ -130,10 +129,8 @@ def test_a_transaction_cut_by_a_dropped_connection_is_not_part_of_the_restart_po
     recover_log(tmp_path)
     point = derive_restart_point(tmp_path)
     assert point.gtid_state == MariaGtidState.parse("0-1-2")
-    start, end = source.files[0].offsets[-5], source.files[0].offsets[-4]
-    assert point.position == SourcePosition(file_name(1), start) != SourcePosition(
-        file_name(1), end
-    )
+    third = source.files[0].offsets[-4]  # where transaction 3 (GTID, 2 queries, XID) starts
+    assert point.position == SourcePosition(file_name(1), third)
 
 
 def test_a_restart_continues_in_a_new_relay_file_with_the_same_restart_point(

@@ -470,3 +470,98 @@ def test_checker_refuses_an_event_whose_size_disagrees_with_its_packet() -> None
         checker.check(event + b"\x00")
     with pytest.raises(SourceProtocolError, match="shorter than a header"):
         checker.check(event[:10])
+
+
+# ---- PacketReader.events: the hot path and its fallbacks --------------------------------------
+
+
+def dump_wire(
+    events: list[bytes], *, first_seq: int = 1, tail: bytes = b"\xfe\x00\x00\x02\x00"
+) -> bytes:
+    """A dump stream as a server sends it: one OK packet per event, then ``tail`` (EOF)."""
+    out, seq = bytearray(), first_seq
+    for event in events:
+        wire, seq = frame_packet(b"\x00" + event, seq)
+        out += wire
+    return bytes(out) + frame_packet(tail, seq)[0]
+
+
+def stream_start() -> list[bytes]:
+    rotate = encode_event(RotateEvent(4, "mariadb-bin.000003"), MARIADB_CTX, flags=0x20)
+    return [rotate, fde()]
+
+
+def read_all_events(
+    wire: bytes, checker: EventChecker | None = None, *, buffer_size: int = 1 << 16
+) -> tuple[list[bytes], bytes, EventChecker]:
+    ours, theirs = socket.socketpair()
+    try:
+        writer = send_in_thread(theirs, wire)
+        checker = checker or EventChecker(negotiated_checksum="CRC32")
+        events = PacketReader(ours, timeout_s=10, buffer_size=buffer_size).events(checker)
+        received: list[bytes] = []
+        while True:
+            try:
+                received.append(next(events))
+            except StopIteration as stop:
+                writer.join()
+                return received, stop.value, checker
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_events_yields_every_event_and_returns_the_eof_packet() -> None:
+    body = [crc_event(XidEvent(i)) for i in range(500)] + [crc_event(HeartbeatEvent("f"))]
+    events, last, checker = read_all_events(dump_wire(stream_start() + body))
+    assert events == [*stream_start(), *body]
+    assert is_eof_packet(last)
+    assert checker.file == "mariadb-bin.000003"
+
+
+def test_events_never_yields_an_event_with_a_bad_crc_and_names_where_it_was() -> None:
+    good = [crc_event(XidEvent(i)) for i in range(10)]
+    bad = bytearray(crc_event(XidEvent(99)))
+    bad[-1] ^= 0x80
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(dump_wire([*stream_start(), *good, bytes(bad), *good]))
+        events = PacketReader(ours, timeout_s=10).events(EventChecker(negotiated_checksum="CRC32"))
+        received = [next(events) for _ in range(2 + len(good))]
+        with pytest.raises(ChecksumMismatchError) as caught:
+            next(events)
+    assert received[2:] == good
+    assert caught.value.file == "mariadb-bin.000003"
+
+
+def test_events_refuses_a_sequence_id_gap_in_the_middle_of_the_stream() -> None:
+    head = dump_wire(stream_start(), tail=b"")[:-4]  # drop the framed empty tail
+    gap = frame_packet(b"\x00" + crc_event(XidEvent(1)), 9)[0]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(head + gap)
+        events = PacketReader(ours, timeout_s=10).events(EventChecker(negotiated_checksum="CRC32"))
+        next(events), next(events)
+        with pytest.raises(SourceProtocolError, match="sequence id 9, expected 3"):
+            next(events)
+
+
+def test_events_reassembles_an_event_larger_than_16mb_across_continuation_packets() -> None:
+    big = encode_event(HeartbeatEvent("x" * (MAX_PACKET_CHUNK + 5000)), MARIADB_CTX, log_pos=4)
+    after = crc_event(XidEvent(1))
+    events, last, _ = read_all_events(dump_wire([*stream_start(), big, after]))
+    assert events[2:] == [big, after]
+    assert is_eof_packet(last)
+
+
+def test_events_returns_an_error_packet_for_the_caller_to_raise() -> None:
+    error = b"\xff" + u(2, 1236) + b"#HY000" + b"Could not find first log file name"
+    events, last, _ = read_all_events(dump_wire(stream_start(), tail=error))
+    assert len(events) == 2
+    assert decode_err_packet(last).code == 1236
+
+
+def test_events_through_a_tiny_buffer_gives_the_same_events() -> None:
+    body = [crc_event(XidEvent(i)) for i in range(200)]
+    events, _, _ = read_all_events(dump_wire(stream_start() + body), buffer_size=64)
+    assert events == [*stream_start(), *body]

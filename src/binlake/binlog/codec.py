@@ -87,10 +87,13 @@ def decode_event(
     ctx: FormatContext,
     offset: int = 0,
     header: EventHeader | None = None,
+    *,
+    crc_checked: bool = False,
 ) -> BinlogEvent:
     """Decode one whole event (exactly ``event_size`` bytes), checking its CRC32 first.
 
-    ``header``: the event's header when the caller has already decoded it.
+    ``header``: the event's header when the caller has already decoded it. ``crc_checked``: the
+    caller has verified this very buffer's CRC32 already (it is not computed twice).
     A FORMAT_DESCRIPTION's own CRC32 is always checked (servers always write it), so a damaged
     checksum-algorithm byte cannot switch verification off for the events after it.
     """
@@ -107,7 +110,8 @@ def decode_event(
         own_alg = ChecksumAlg.CRC32 if has_checksum_trailer(new_ctx) else ChecksumAlg.OFF
         verify_checksum(event, offset, own_alg)
         return BinlogEvent(offset, header, new_ctx, bytes(event))
-    verify_checksum(event, offset, ctx.checksum_alg)
+    if not crc_checked:
+        verify_checksum(event, offset, ctx.checksum_alg)
     body = memoryview(event)[HEADER_LEN : len(event) - ctx.checksum_len]
     payload = decode_payload(header.type_code, body, ctx, offset)
     return BinlogEvent(offset, header, payload, bytes(event))

@@ -170,6 +170,7 @@ class SourceConnection:
         self._conn = conn
         self._dumping = False
         self._closed = False
+        self._reader: PacketReader | None = None
         self.server = self._read_server_info()
 
     @classmethod
@@ -180,6 +181,7 @@ class SourceConnection:
         except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
             raise map_pymysql_error(exc, settings, during="connect") from exc
         try:
+            _set_query_timeouts(conn)
             return cls(settings, conn)
         except BaseException:
             _force_close(conn)
@@ -251,7 +253,7 @@ class SourceConnection:
         for statement in self._session_statements(start):
             self.query(statement)
         self._dumping = True
-        reader = PacketReader(self._socket(), timeout_s=self.settings.read_timeout_s)
+        reader = self._reader = PacketReader(self._socket(), timeout_s=self.settings.read_timeout_s)
         self._register(reader)
         self._send_command(reader, self._dump_command(start, non_blocking))
         checker = EventChecker(
@@ -327,24 +329,24 @@ class SourceConnection:
     def _stream(
         self, reader: PacketReader, checker: EventChecker, start: DumpStart
     ) -> Iterator[bytes]:
-        while True:
-            payload = reader.read_packet()
-            head = payload[0] if payload else -1
-            if head == packets.OK_HEADER:
-                yield checker.check(payload[1:])
-            elif packets.is_eof_packet(payload):
-                return
-            elif head == packets.ERR_HEADER:
-                error = packets.decode_err_packet(payload)
-                raise map_dump_error(error, self.settings, start.describe())
-            else:
-                raise checker.protocol_error(f"unexpected packet {payload[:16].hex()}")
+        last = yield from reader.events(checker)
+        if packets.is_eof_packet(last):
+            return
+        if last[:1] == bytes([packets.ERR_HEADER]):
+            error = packets.decode_err_packet(last)
+            raise map_dump_error(error, self.settings, start.describe())
+        raise checker.protocol_error(f"unexpected packet {last[:16].hex()}")
 
     def _socket(self) -> socket.socket:
         sock = cast(Any, self._conn)._sock
         if sock is None:
             raise SourceError("the connection to the source is closed")
         return cast(socket.socket, sock)
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes read from the socket since the dump started (framing included)."""
+        return self._reader.bytes_received if self._reader is not None else 0
 
     # ---- life cycle --------------------------------------------------------------------------
 
@@ -384,9 +386,11 @@ def _connect_args(settings: ConnectionSettings) -> dict[str, Any]:
         "port": settings.port,
         "user": settings.user,
         "password": settings.password,
+        # PyMySQL waits for the server's greeting with read_timeout: bound the whole login
+        # by connect_timeout_s (a port that accepts but never greets must not hang for long).
         "connect_timeout": settings.connect_timeout_s,
-        "read_timeout": QUERY_TIMEOUT_S,
-        "write_timeout": QUERY_TIMEOUT_S,
+        "read_timeout": settings.connect_timeout_s,
+        "write_timeout": settings.connect_timeout_s,
         "charset": "utf8mb4",
         "autocommit": True,
         "program_name": "binlake",
@@ -400,6 +404,14 @@ def _connect_args(settings: ConnectionSettings) -> dict[str, Any]:
             ssl_verify_identity=settings.ssl_verify,
         )
     return args
+
+
+def _set_query_timeouts(conn: pymysql.connections.Connection[Any]) -> None:
+    """After login, statements get QUERY_TIMEOUT_S (PyMySQL has no public setter; it applies
+    these attributes before each read and write)."""
+    raw = cast(Any, conn)
+    raw._read_timeout = QUERY_TIMEOUT_S
+    raw._write_timeout = QUERY_TIMEOUT_S
 
 
 def _force_close(conn: pymysql.connections.Connection[Any]) -> None:

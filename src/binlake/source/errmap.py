@@ -54,6 +54,23 @@ LOST_CODES = frozenset(
 )
 #: Messages of error 1236 that mean "binary logging is off", not "position lost".
 BINLOG_OFF_MESSAGES = ("binary log is not open", "you are not using binary logging")
+#: Messages of error 1236 for a position that is not an event start in the server's file. The
+#: dump thread lifts max_allowed_packet to 1 GiB, so "exceeded max_allowed_packet" there means
+#: the server read a length out of the middle of an event (measured on MariaDB 10.11).
+NOT_AN_EVENT_BOUNDARY_MESSAGES = (
+    "exceeded max_allowed_packet",
+    "impossible position",
+    "binlog truncated in the middle of event",
+    "bogus data in log event",
+    "event too small",
+    "wrong offset or i/o error",
+)
+NOT_AN_EVENT_BOUNDARY_HINT = (
+    "the requested position is not the start of an event in the source's binlog: the binlog "
+    "was damaged or rewritten, or [source] now points at another server. Check the source; "
+    "if it is right, "
+    "re-snapshot with `binlake snapshot --tables ...` (binlake never skips ahead)"
+)
 
 
 class _Where(TypedDict):
@@ -132,8 +149,10 @@ def map_dump_error(
                 setting="log_bin",
                 **where,
             )
+        boundary = any(m in error.message.lower() for m in NOT_AN_EVENT_BOUNDARY_MESSAGES)
         return SourcePositionLostError(
             f"{text} (binlake asked for {requested})" if requested else text,
+            hint=NOT_AN_EVENT_BOUNDARY_HINT if boundary else None,
             requested=requested,
             **where,
         )

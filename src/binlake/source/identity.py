@@ -103,12 +103,15 @@ def identity_problems(
         seen = _parse(recorded.gtid_state_at_record, server.flavor)
         if seen is not None and not _contains(state, seen):
             problems.append(
-                f"its GTID history ({state}) lacks what it had when recorded ({seen}): "
-                "it was reset or replaced"
+                f"its GTID history ({state.text() or 'empty'}) lacks what it had when "
+                f"recorded ({seen.text()}): it was reset or replaced"
             )
     ours = restart.gtid_state
     if ours is not None and restart.flavor is server.flavor and not _contains(state, ours):
-        problems.append(f"its GTID history ({state}) does not contain our position ({ours})")
+        problems.append(
+            f"its GTID history ({state.text() or 'empty'}) does not contain our position "
+            f"({ours.text()})"
+        )
     return problems
 
 

@@ -1,7 +1,8 @@
 """What the receiver tells its user while it runs: a live line on a terminal, log lines elsewhere.
 
 On a terminal (``isatty``) one status line is redrawn in place a few times a second: events/s,
-MB/s, the source position and how far behind the source's binlog end it is. Otherwise (a log
+MB/s, the durable source position and how far behind the source's binlog end it is (the end as
+SHOW BINARY LOGS listed it at the last connect; 0 once passed). Otherwise (a log
 file, a pipe, systemd) a plain line every ``interval_s`` seconds. Messages (connected, reconnect,
 stopped) are whole lines either way. Nothing printed here ever contains a password: the
 receiver only passes positions, counts, host names and error messages, and no error message

@@ -130,16 +130,17 @@ class Receiver:
             raise_os_error(exc, state_dir, "creating the state folder")
         with StateLock.acquire(state_dir):
             restart = self._recover(initial=True)
-            first = self._connect()
-            self._set_target(first)
-            connection: SourceConnection | None = first
+            connection: SourceConnection | None = self._first_connection()
+            final: RestartPoint | None = None
             while connection is not None:
-                self._session(connection, restart)
+                final = self._session(connection, restart)
                 if self._outcome is not None:
                     break
                 connection = self._reconnect()  # None: a stop was requested while waiting
-                restart = self._recover(initial=False)
-            final = self._recover(initial=False)
+                if connection is not None:
+                    restart = self._recover(initial=False)
+            if final is None:  # closed inside a transaction: recovery drops the partial one
+                final = self._recover(initial=False)
         counts = self.progress.total
         outcome = self._outcome or Outcome.STOPPED
         self.progress.message(f"{outcome.value}; relay log holds {final.describe()}")
@@ -147,9 +148,11 @@ class Receiver:
             outcome, final, counts.events, counts.bytes, counts.transactions, self._reconnects
         )
 
-    def _session(self, connection: SourceConnection, restart: RestartPoint) -> None:
+    def _session(self, connection: SourceConnection, restart: RestartPoint) -> RestartPoint | None:
         """Stream on ``connection`` from ``restart`` until the connection fails (a retryable
-        error returns; any other is raised) or the run ends (``_outcome`` set)."""
+        error returns; any other is raised) or the run ends (``_outcome`` set). Returns where
+        the relay log ends when it was closed cleanly at a transaction boundary, else None."""
+        session: _Session | None = None
         try:
             self._check_identity(connection.server, restart)
             self._binlog_files = connection.server.binlog_files
@@ -168,6 +171,9 @@ class Receiver:
             self.progress.message(f"connection lost: {error}")
         finally:
             connection.close()
+        if session is None or session.writer.in_transaction or session.writer.failed:
+            return None
+        return session.tracker.point(session.writer.position.file)
 
     # ---- recovery and the restart point -----------------------------------------------------
 
@@ -212,6 +218,16 @@ class Receiver:
 
     def _connect(self) -> SourceConnection:
         return SourceConnection.open(self.config.source.connection_settings())
+
+    def _first_connection(self) -> SourceConnection:
+        """The run's first connection: not retried (a wrong host or password shows at once)."""
+        connection = self._connect()
+        try:
+            self._set_target(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
 
     def _reconnect(self) -> SourceConnection | None:
         """Connect again with backoff; None when a stop was requested meanwhile."""
@@ -306,12 +322,7 @@ class Receiver:
                     if not session.writer.in_transaction or now >= stop_deadline:
                         self._outcome = Outcome.STOPPED
                         return
-                for raw in feed.take(self._wait_s(session, now)):
-                    self._on_event(session, raw)
-                    if self._outcome is not None:
-                        return
-                    if self._stop.is_set() and not session.writer.in_transaction:
-                        break
+                self._on_batch(session, feed.take(self._wait_s(session, now)))
                 self._tick(session, time.monotonic())
         finally:
             feed.stop(join_timeout=0)
@@ -320,24 +331,37 @@ class Receiver:
         due = session.schedule.wait_s(now)
         return POLL_S if due is None else min(POLL_S, due)
 
-    def _on_event(self, session: _Session, raw: bytes) -> None:
-        if raw[4] in HEARTBEAT_TYPES:
-            if raw[4] == EventType.HEARTBEAT:
-                self._on_heartbeat(session, raw)
-            return
+    def _on_batch(self, session: _Session, batch: list[bytes]) -> None:
+        """Append a batch of events; stops early once caught up, or at a transaction boundary
+        once a stop was requested (the rest is fetched again next time)."""
         writer = session.writer
-        writer.append(raw)
-        group = writer.last_group
-        self.progress.count(1, len(raw), 1 if group is not None and group.is_transaction else 0)
-        if group is None:
-            return
+        appended = nbytes = transactions = 0
+        for raw in batch:
+            if raw[4] in HEARTBEAT_TYPES:
+                if raw[4] == EventType.HEARTBEAT:
+                    self._on_heartbeat(session, raw)
+            else:
+                writer.append(raw, crc_checked=True)  # the client checked it on receipt
+                appended += 1
+                nbytes += len(raw)
+                group = writer.last_group
+                if group is not None:
+                    transactions += group.is_transaction
+                    self._on_group(session, group)
+            if self._outcome is not None:
+                break
+            if self._stop.is_set() and not writer.in_transaction:
+                break
+        self.progress.count(appended, nbytes, transactions)
+
+    def _on_group(self, session: _Session, group: EventGroup) -> None:
         session.tracker.on_group(group)
         now = time.monotonic()
         if group.is_transaction:
             session.schedule.on_transaction(now)
         elif _is_source_rotate(group):
             crash_point("receiver_before_source_rotate")
-            writer.rotate()  # fsyncs the old file: everything before is durable
+            session.writer.rotate()  # fsyncs the old file: everything before is durable
             session.schedule.on_synced()
             session.durable = session.tracker.position
         if session.schedule.due(now):
@@ -355,7 +379,11 @@ class Receiver:
 
     def _reached_target(self, position: SourcePosition | None) -> bool:
         target = self._target
-        return target is not None and position is not None and position.key() >= target.key()
+        if target is None or position is None:
+            return False
+        if position.file == target.file:
+            return position.offset >= target.offset
+        return position.key() >= target.key()
 
     def _finish_caught_up(self, session: _Session) -> None:
         self._sync(session)

@@ -41,6 +41,7 @@ from binlake.source.gtid_state import GtidState, MariaGtid, MariaGtidState, Mysq
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex, sequence_number
 
+_ARTIFICIAL = int(EventFlag.ARTIFICIAL)
 #: The relay log's own FORMAT_DESCRIPTION sits at this offset of every relay file.
 OWN_FORMAT_DESCRIPTION_OFFSET = len(MAGIC)
 
@@ -115,16 +116,28 @@ class SourceTracker:
         )
 
     def on_group(self, group: EventGroup) -> None:
-        """Take in one complete group (a transaction, a statement or a control event)."""
-        for event in group.events:
-            self._on_event(event)
+        """Take in one complete group (a transaction, a statement or a control event).
+
+        Inside a transaction only its first event (the GTID) and the end_log_pos of its last
+        event matter: no ROTATE, FORMAT_DESCRIPTION or GTID list occurs inside one, and the
+        offsets grow within it.
+        """
+        events = group.events
         if group.is_transaction:
             self.transactions += 1
+            self._on_event(events[0])
+            if len(events) > 1:
+                log_pos = events[-1].header.log_pos
+                if log_pos and self.stream is not None:
+                    self._advance(SourcePosition(self.stream.file, log_pos))
+            return
+        for event in events:
+            self._on_event(event)
 
     def _on_event(self, event: BinlogEvent) -> None:
         header = event.header
         payload = event.payload
-        if header.server_id and not header.flags & EventFlag.ARTIFICIAL:
+        if header.server_id and not header.flags & _ARTIFICIAL:
             self.server_id = header.server_id
         if isinstance(payload, RotateEvent):
             self._advance(SourcePosition(payload.next_file, payload.position))
@@ -155,7 +168,13 @@ class SourceTracker:
         behind what the relay log already holds: they move ``stream`` but not ``position``.
         """
         self.stream = stream
-        if self.position is None or stream.key() > self.position.key():
+        position = self.position
+        if position is None:
+            self.position = stream
+        elif stream.file == position.file:
+            if stream.offset > position.offset:
+                self.position = stream
+        elif stream.key() > position.key():
             self.position = stream
 
     def _maria(self, event: BinlogEvent) -> MariaGtidState:

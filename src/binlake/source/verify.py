@@ -10,7 +10,7 @@ raises; a bad event is never passed on.
 from __future__ import annotations
 
 import struct
-import zlib
+from zlib import crc32
 
 from binlake.binlog.constants import (
     CHECKSUM_LEN,
@@ -31,6 +31,13 @@ from binlake.errors import (
 
 _HEADER = struct.Struct("<4xBxxxxIIH")  # type, size, log_pos, flags
 _CRC = struct.Struct("<I")
+_unpack_header = _HEADER.unpack_from
+_unpack_crc = _CRC.unpack_from
+_FORMAT_DESCRIPTION = int(EventType.FORMAT_DESCRIPTION)
+_ROTATE = int(EventType.ROTATE)
+_MIN_CRC_EVENT = HEADER_LEN + CHECKSUM_LEN
+#: CRC32 (zlib's) of any data followed by its own CRC32 in little-endian order.
+CRC32_RESIDUE = 0x2144DF1C
 _ROTATE_POS = struct.Struct("<Q")
 
 
@@ -44,28 +51,31 @@ class EventChecker:
         self.allow_unchecksummed = allow_unchecksummed
         #: The source binlog file of the events (from the latest ROTATE), None before one.
         self.file: str | None = None
-        self.events = 0
+        self.crc32_on = self.checksum_alg == ChecksumAlg.CRC32
 
-    def check(self, event: bytes) -> bytes:
-        if len(event) < HEADER_LEN:
-            raise self.protocol_error(f"event of {len(event)} bytes is shorter than a header")
-        type_code, size, log_pos, flags = _HEADER.unpack_from(event)
-        if size != len(event):
+    def check(self, event: bytes | memoryview) -> bytes:
+        """Verify one event (its exact bytes, header .. CRC) and return it as ``bytes``."""
+        n = len(event)
+        if n < HEADER_LEN:
+            raise self.protocol_error(f"event of {n} bytes is shorter than a header")
+        type_code, size, log_pos, flags = _unpack_header(event)
+        if size != n:
             raise self.protocol_error(
-                f"{event_type_name(type_code)} event declares {size} bytes, its packet has "
-                f"{len(event)}"
+                f"{event_type_name(type_code)} event declares {size} bytes, its packet has {n}"
             )
-        if type_code == EventType.FORMAT_DESCRIPTION:
-            self._format_description(event, log_pos, flags)
-        elif self.checksum_alg == ChecksumAlg.CRC32:
-            self._verify_crc(event, type_code, log_pos, flags)
-        if type_code == EventType.ROTATE:
+        if type_code == _FORMAT_DESCRIPTION:
+            self._format_description(bytes(event), log_pos, flags)
+        elif self.crc32_on:
+            if n < _MIN_CRC_EVENT:
+                raise self.protocol_error(f"event of {n} bytes has no room for its CRC32")
+            if crc32(event) != CRC32_RESIDUE:
+                self._crc_mismatch(event, type_code, log_pos, flags)
+        if type_code == _ROTATE:
             self._rotate(event)
-        self.events += 1
-        return event
+        return bytes(event)
 
     def protocol_error(self, message: str) -> SourceProtocolError:
-        where = f" (after {self.events} events of {self.file})" if self.file else ""
+        where = f" (streaming {self.file})" if self.file else ""
         return SourceProtocolError(message + where)
 
     def _offset(self, size: int, log_pos: int, flags: int) -> int | None:
@@ -74,20 +84,19 @@ class EventChecker:
             return None
         return log_pos - size
 
-    def _verify_crc(self, event: bytes, type_code: int, log_pos: int, flags: int) -> None:
-        if len(event) < HEADER_LEN + CHECKSUM_LEN:
-            raise self.protocol_error(f"event of {len(event)} bytes has no room for its CRC32")
-        view = memoryview(event)
-        stored = _CRC.unpack_from(event, len(event) - CHECKSUM_LEN)[0]
-        computed = zlib.crc32(view[: len(event) - CHECKSUM_LEN]) & 0xFFFFFFFF
-        if stored != computed:
-            raise ChecksumMismatchError(
-                f"CRC32 stored {stored:#010x}, computed {computed:#010x} (received from the "
-                "source; not passed on)",
-                file=self.file,
-                offset=self._offset(len(event), log_pos, flags),
-                event_type=event_type_name(type_code),
-            )
+    def _crc_mismatch(
+        self, event: bytes | memoryview, type_code: int, log_pos: int, flags: int
+    ) -> None:
+        end = len(event) - CHECKSUM_LEN
+        stored = _CRC.unpack_from(event, end)[0]
+        computed = crc32(event[:end])
+        raise ChecksumMismatchError(
+            f"CRC32 stored {stored:#010x}, computed {computed:#010x} (received from the "
+            "source; not passed on)",
+            file=self.file,
+            offset=self._offset(len(event), log_pos, flags),
+            event_type=event_type_name(type_code),
+        )
 
     def _format_description(self, event: bytes, log_pos: int, flags: int) -> None:
         try:
@@ -105,6 +114,7 @@ class EventChecker:
                     event_type="Format_desc",
                 )
         self.checksum_alg = ChecksumAlg(ctx.checksum_alg)
+        self.crc32_on = self.checksum_alg == ChecksumAlg.CRC32
         if self.checksum_alg != ChecksumAlg.CRC32 and not self.allow_unchecksummed:
             raise SourceConfigError(
                 f"binlog {self.file} was written without event checksums; binlake verifies "
@@ -114,9 +124,9 @@ class EventChecker:
                 setting="binlog_checksum",
             )
 
-    def _rotate(self, event: bytes) -> None:
+    def _rotate(self, event: bytes | memoryview) -> None:
         end = len(event) - (CHECKSUM_LEN if self.checksum_alg == ChecksumAlg.CRC32 else 0)
         if end < HEADER_LEN + _ROTATE_POS.size:
             raise self.protocol_error(f"ROTATE event of {len(event)} bytes is too short")
         name = event[HEADER_LEN + _ROTATE_POS.size : end]
-        self.file = name.decode("utf-8", "replace")
+        self.file = bytes(name).decode("utf-8", "replace")

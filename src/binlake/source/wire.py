@@ -23,12 +23,24 @@ show up at once as a sequence-id error, never as silently misframed data.
 from __future__ import annotations
 
 import socket
+import struct
+from collections.abc import Generator
 from typing import Final
+from zlib import crc32
 
+from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
 from binlake.errors import SourceConnectionLostError, SourceProtocolError
-from binlake.source.packets import MAX_PACKET_CHUNK, PACKET_HEADER_LEN, frame_packet
+from binlake.source.packets import MAX_PACKET_CHUNK, OK_HEADER, PACKET_HEADER_LEN, frame_packet
+from binlake.source.verify import CRC32_RESIDUE, EventChecker
 
 DEFAULT_BUFFER_SIZE: Final = 1 << 20
+#: Compact the buffer before a read when less than this is free after the unread bytes.
+MIN_RECV: Final = 64 * 1024
+#: Events that change the checker's state go through ``EventChecker.check``.
+_STATEFUL_TYPES: Final = frozenset({int(EventType.FORMAT_DESCRIPTION), int(EventType.ROTATE)})
+_MIN_EVENT_PAYLOAD: Final = 1 + HEADER_LEN + CHECKSUM_LEN
+_MIN_EVENT_PACKET: Final = PACKET_HEADER_LEN + _MIN_EVENT_PAYLOAD
+_unpack_type_size = struct.Struct("<4xBxxxxI").unpack_from
 
 
 class PacketReader:
@@ -66,20 +78,85 @@ class PacketReader:
 
     def read_packet(self) -> bytes:
         """The next logical packet's payload, continuation packets joined."""
+        return bytes(self.read_view())
+
+    def read_view(self) -> memoryview:
+        """The next logical packet's payload as a view valid only until the next read (a
+        whole packet already buffered is sliced from the buffer without a copy)."""
+        start, end, buf = self._start, self._end, self._buf
+        if end - start >= PACKET_HEADER_LEN:
+            length = buf[start] | (buf[start + 1] << 8) | (buf[start + 2] << 16)
+            body = start + PACKET_HEADER_LEN
+            if (
+                end - body >= length
+                and length < MAX_PACKET_CHUNK
+                and buf[start + 3] == self.next_seq
+            ):
+                self.next_seq = (self.next_seq + 1) & 0xFF
+                self._start = body + length
+                return self._view[body : body + length]
+        return self._read_view_slow()
+
+    def events(self, checker: EventChecker) -> Generator[bytes, None, bytes]:
+        """The events of a dump stream (OK packets: 0x00 + event), each verified by ``checker``
+        and copied once; returns the first payload that is not an event (EOF, error, junk).
+
+        The hot path handles, without any call but the CRC, every event that is whole in the
+        buffer, carries a CRC32 and is neither a FORMAT_DESCRIPTION nor a ROTATE (those change
+        the checker's state). Anything else -- a refill, a continuation packet, a bad length,
+        sequence id or CRC -- takes the slow path, where ``checker.check`` and the framing code
+        raise the precise error. A CRC32 is checked on the hot path by the residue property:
+        the CRC32 of data followed by its own little-endian CRC32 is always 0x2144DF1C.
+        """
+        buf, view = self._buf, self._view
+        start, end, seq = self._start, self._end, self.next_seq
+        try:
+            while True:
+                crc_on = checker.crc32_on
+                while crc_on and end - start >= _MIN_EVENT_PACKET:
+                    length = buf[start] | (buf[start + 1] << 8) | (buf[start + 2] << 16)
+                    body = start + PACKET_HEADER_LEN
+                    if (
+                        end - body < length
+                        or length >= MAX_PACKET_CHUNK
+                        or buf[start + 3] != seq
+                        or buf[body] != OK_HEADER
+                        or length < _MIN_EVENT_PAYLOAD
+                    ):
+                        break
+                    type_code, size = _unpack_type_size(buf, body + 1)
+                    if size + 1 != length or type_code in _STATEFUL_TYPES:
+                        break
+                    event = view[body + 1 : body + length]
+                    if crc32(event) != CRC32_RESIDUE:
+                        break
+                    seq = (seq + 1) & 0xFF
+                    start = body + length
+                    yield bytes(event)
+                self._start, self.next_seq = start, seq
+                payload = self._read_view_slow()
+                start, end, seq = self._start, self._end, self.next_seq
+                if not payload or payload[0] != OK_HEADER:
+                    return bytes(payload)
+                yield checker.check(payload[1:])
+        finally:
+            self._start, self.next_seq = start, seq
+
+    def _read_view_slow(self) -> memoryview:
         length = self._read_header()
         first = self._take(length)
         if length < MAX_PACKET_CHUNK:
-            return first
+            return memoryview(first)
         parts = [first]
         while length == MAX_PACKET_CHUNK:
             length = self._read_header()
             parts.append(self._take(length))
-        return b"".join(parts)
+        return memoryview(b"".join(parts))
 
     # ---- internals ---------------------------------------------------------------------------
 
     def _read_header(self) -> int:
-        self._ensure(PACKET_HEADER_LEN)
+        self._ensure(PACKET_HEADER_LEN, at_boundary=True)
         view, start = self._view, self._start
         length = view[start] | (view[start + 1] << 8) | (view[start + 2] << 16)
         seq = view[start + 3]
@@ -111,20 +188,24 @@ class PacketReader:
             have += self._recv_into(target[have:], missing=n - have)
         return bytes(out)
 
-    def _ensure(self, n: int) -> None:
-        """At least ``n`` unread bytes in the buffer (``n`` <= buffer size)."""
+    def _ensure(self, n: int, *, at_boundary: bool = False) -> None:
+        """At least ``n`` unread bytes in the buffer (``n`` <= buffer size). ``at_boundary``:
+        the bytes start a new packet (a close before any of them is not a torn packet)."""
         if self._end - self._start >= n:
             return
-        if self._start + n > len(self._buf):  # compact: move the unread tail to the front
+        size = len(self._buf)
+        if self._start and (self._start + n > size or size - self._end < MIN_RECV):
+            # compact: move the unread bytes to the front, so the next recv has room
             pending = self._end - self._start
             self._view[:pending] = self._view[self._start : self._end]
             self._start, self._end = 0, pending
         while self._end - self._start < n:
-            self._end += self._recv_into(
-                self._view[self._end :], missing=n - (self._end - self._start)
-            )
+            buffered = self._end - self._start
+            missing = 0 if at_boundary and buffered == 0 else n - buffered
+            self._end += self._recv_into(self._view[self._end :], missing=missing)
 
     def _recv_into(self, target: memoryview, missing: int) -> int:
+        """One recv; ``missing``: bytes of a started packet still to come (0 between packets)."""
         try:
             got = self._sock.recv_into(target)
         except TimeoutError:
@@ -134,15 +215,11 @@ class PacketReader:
                 timed_out=True,
             ) from None
         except OSError as exc:
-            raise SourceConnectionLostError(
-                f"connection lost with {missing} byte(s) of a packet missing: {exc}"
-            ) from exc
+            torn = f" in the middle of a packet ({missing} byte(s) missing)" if missing else ""
+            raise SourceConnectionLostError(f"connection lost{torn}: {exc}") from exc
         if got == 0:
-            raise SourceConnectionLostError(
-                f"the source closed the connection with {missing} byte(s) of a packet missing"
-                if missing
-                else "the source closed the connection"
-            )
+            torn = f" in the middle of a packet ({missing} byte(s) missing)" if missing else ""
+            raise SourceConnectionLostError(f"the source closed the connection{torn}")
         self.bytes_received += got
         return got
 

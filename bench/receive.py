@@ -1,0 +1,179 @@
+"""Receiver speed: `binlake receive` against `mariadb-binlog --raw` copying the same binlogs.
+
+Writes at least ``--size-mb`` MB of binlog on a sandbox MariaDB (transactions of
+``--rows-per-transaction`` rows of ``--row-bytes`` bytes, inserted with the SEQUENCE engine, so
+the rows events are the server's usual 8 KB pieces), then in the same run times:
+
+- binlake: ``Receiver(...).run()`` with ``--until-caught-up`` semantics into a fresh state folder:
+  the replication protocol, every event's CRC32 checked (by the client, and again by the relay
+  log writer before it writes), appended to the relay log with the default grouped fsync;
+- ``mariadb-binlog --read-from-remote-server --raw --to-last-log`` copying the same binlogs
+  into files (C; no checksum verification, no fsync);
+- for the breakdown, binlake's protocol client alone (``SourceConnection.dump``, non-blocking,
+  every CRC32 checked, events dropped): what the replication protocol costs without the relay
+  log.
+
+Each is run ``--repeat`` times, alternating; the best time of each counts. Prints MB/s and
+events/s for both and the ratio binlake / mariadb-binlog (goal: >= 0.8). Not a test.
+
+    .venv/bin/python bench/receive.py [--size-mb 500] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlake.config import config_from_mapping
+from binlake.sandbox import MariaDBSandbox, find_executable
+from binlake.source.client import ConnectionSettings, DumpStart, SourceConnection
+from binlake.source.progress import Progress
+from binlake.source.receiver import Outcome, Receiver
+
+MB = 1_000_000
+
+
+@dataclass
+class Timing:
+    seconds: float
+    nbytes: int
+    events: int
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.nbytes / self.seconds / MB
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds
+
+
+def load(sandbox: MariaDBSandbox, size_mb: int, rows: int, row_bytes: int) -> int:
+    """Insert until the binlogs hold ``size_mb`` MB; returns their total size."""
+    with sandbox.connect(autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE bench")
+        cur.execute(
+            "CREATE TABLE bench.t (id BIGINT PRIMARY KEY AUTO_INCREMENT, k INT, "
+            "pad VARCHAR(4000)) ENGINE=InnoDB"
+        )
+        cur.execute("SET SESSION binlog_row_image = 'FULL'")
+        while binlog_bytes(sandbox) < size_mb * MB:
+            cur.execute(
+                "INSERT INTO bench.t (k, pad) "
+                f"SELECT seq, REPEAT(CHAR(65 + seq % 26), {row_bytes}) "
+                f"FROM bench.seq_1_to_{rows}"
+            )
+    return binlog_bytes(sandbox)
+
+
+def binlog_bytes(sandbox: MariaDBSandbox) -> int:
+    rows = sandbox.execute("SHOW BINARY LOGS")
+    return sum(int(size) for _name, size in rows)
+
+
+def time_binlake(sandbox: MariaDBSandbox, work: Path, nbytes: int) -> Timing:
+    state = work / "state"
+    shutil.rmtree(state, ignore_errors=True)
+    config = config_from_mapping(
+        {
+            "source": {"host": sandbox.host, "port": sandbox.port, "user": "root", "server_id": 77},
+            "state": {"dir": str(state)},
+        },
+        base_dir=work,
+        environ={},
+    )
+    progress = Progress(io.StringIO(), live=False)
+    receiver = Receiver(config, until_caught_up=True, progress=progress)
+    started = time.perf_counter()
+    result = receiver.run()
+    seconds = time.perf_counter() - started
+    assert result.outcome is Outcome.CAUGHT_UP, progress.stream
+    return Timing(seconds, nbytes, result.events)
+
+
+def time_client(sandbox: MariaDBSandbox, nbytes: int) -> Timing:
+    settings = ConnectionSettings(sandbox.host, sandbox.port, "root", "", server_id=78)
+    events = 0
+    started = time.perf_counter()
+    with SourceConnection.open(settings) as connection:
+        first = connection.server.binlog_files[0][0]
+        for _event in connection.dump(DumpStart(file=first), non_blocking=True):
+            events += 1
+    return Timing(time.perf_counter() - started, nbytes, events)
+
+
+def time_mariadb_binlog(sandbox: MariaDBSandbox, work: Path) -> Timing:
+    """Events are counted by binlake's run (the same stream); set by the caller."""
+    out = work / "raw"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    first = sandbox.execute("SHOW BINARY LOGS")[0][0]
+    command = [
+        find_executable("mariadb-binlog"),
+        "--read-from-remote-server",
+        "--raw",
+        "--to-last-log",
+        f"--host={sandbox.host}",
+        f"--port={sandbox.port}",
+        "--user=root",
+        f"--result-file={out}/",
+        str(first),
+    ]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    copied = sum(p.stat().st_size for p in out.iterdir())
+    return Timing(seconds, copied, 0)
+
+
+def report(name: str, timing: Timing) -> None:
+    print(
+        f"{name:<16} {timing.seconds:7.2f} s  {timing.mb_per_s:8.1f} MB/s  "
+        f"{timing.events_per_s:10,.0f} events/s  ({timing.nbytes / MB:,.0f} MB)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=500, help="binlog to write (MB)")
+    parser.add_argument("--rows-per-transaction", type=int, default=1000)
+    parser.add_argument("--row-bytes", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="binlake-bench-") as tmp:
+        work = Path(tmp)
+        sandbox = MariaDBSandbox(work / "mariadb", extra_args=["--max-binlog-size=256M"])
+        with sandbox:
+            started = time.perf_counter()
+            nbytes = load(sandbox, args.size_mb, args.rows_per_transaction, args.row_bytes)
+            print(
+                f"workload: {nbytes / MB:,.0f} MB of binlog written in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+            binlake: list[Timing] = []
+            reference: list[Timing] = []
+            client: list[Timing] = []
+            for _ in range(args.repeat):
+                reference.append(time_mariadb_binlog(sandbox, work))
+                binlake.append(time_binlake(sandbox, work, nbytes))
+                client.append(time_client(sandbox, nbytes))
+            for timing in reference:
+                timing.events = binlake[0].events
+            best_ref = min(reference, key=lambda t: t.seconds)
+            best = min(binlake, key=lambda t: t.seconds)
+            report("mariadb-binlog", best_ref)
+            report("binlake receive", best)
+            report("(client alone)", min(client, key=lambda t: t.seconds))
+            print(
+                f"ratio (binlake / mariadb-binlog, MB/s): {best.mb_per_s / best_ref.mb_per_s:.2f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,720 @@
+"""The DDL the applier must follow, parsed from QUERY events: tables created, altered, truncated,
+dropped and renamed.
+
+Why a small hand-written tokenizer and recursive parser rather than a PyPI SQL parser: sqlglot
+30.30 (tested on the statements below, ``read="mysql"``) falls back to an opaque ``Command``
+for ``ALTER TABLE t ADD COLUMN (a INT, b INT)``, ``RENAME TABLE a TO b, c TO d`` and ``ALTER
+ONLINE TABLE``, and raises on a statement inside a ``/*!...*/`` executable comment (mysqldump's
+``/*!40000 ALTER TABLE t DISABLE KEYS */``). A statement binlake gets wrong replicates wrong
+data, and the subset that matters is small: what names a table, what adds, drops, renames or
+retypes a column. Everything else is recognised by its leading keywords and skipped as a no-op
+for the lake, or refused (``UnsupportedDdlError``) when it could change rows or columns without
+row events (``DROP PARTITION``, an ALTER clause binlake does not know).
+
+What the tokenizer understands: case-insensitive keywords; backtick identifiers (doubled
+backticks inside) and, for ``ANSI_QUOTES``, double-quoted identifiers where a name is
+expected; strings in single or double quotes with backslash or doubled-quote escapes and
+``_charset`` / ``N`` / ``X`` / ``B`` prefixes; comments ``/* */``, ``-- `` and ``#``;
+MariaDB's executable comments ``/*!NNNNN ...*/`` and ``/*M!NNNNNN ...*/``, whose contents are
+read as part of the statement (the binlog holds what the source server executed; a version
+newer than the source's would not have run, but binlake reads binlogs of current servers).
+
+Column types in the DDL are kept as text for messages only: the TABLE_MAP that follows the DDL
+is the ground truth for types (``binlake.apply.schema``); the DDL tells renames from drop+add.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from binlake.errors import UnsupportedDdlError
+
+__all__ = [
+    "AddColumnClause",
+    "AlterClause",
+    "AlterTable",
+    "ChangeColumnClause",
+    "ColumnDefinition",
+    "CreateTable",
+    "DdlStatement",
+    "DropColumnClause",
+    "DropDatabase",
+    "DropTables",
+    "IgnoredClause",
+    "ModifyColumnClause",
+    "RenameColumnClause",
+    "RenameTableClause",
+    "RenameTables",
+    "TableName",
+    "TruncateTable",
+    "parse_ddl",
+]
+
+
+# ---- the statements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableName:
+    """A source table; ``database`` is the event's default database for unqualified names."""
+
+    database: str
+    table: str
+
+    @property
+    def qualified(self) -> str:
+        """``db.table``, the form ``TableMap.qualified_name`` and ``LakeSchema`` use."""
+        return f"{self.database}.{self.table}"
+
+    def __str__(self) -> str:
+        return self.qualified
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDefinition:
+    """A column as ADD, CHANGE or MODIFY define it (types are informative: see the module doc)."""
+
+    name: str
+    #: The type as written, normalised to single spaces: ``VARCHAR(20) UNSIGNED``...
+    type_text: str
+    #: False when the definition says NOT NULL (or PRIMARY KEY).
+    nullable: bool = True
+    #: The DEFAULT expression as written (``'x,y'``, ``0``, ``current_timestamp()``), if any.
+    default: str | None = None
+    #: ``FIRST``, ``AFTER <column>`` or None (at the end).
+    position: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddColumnClause:
+    column: ColumnDefinition
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DropColumnClause:
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameColumnClause:
+    old: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeColumnClause:
+    """``CHANGE old new type ...``: a rename when the names differ, and a new definition."""
+
+    old: str
+    column: ColumnDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class ModifyColumnClause:
+    column: ColumnDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTableClause:
+    """``ALTER TABLE t RENAME [TO|AS] t2``."""
+
+    target: TableName
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredClause:
+    """A clause with no effect on the lake (index, constraint, default, table option...)."""
+
+    text: str
+
+
+AlterClause = (
+    AddColumnClause
+    | DropColumnClause
+    | RenameColumnClause
+    | ChangeColumnClause
+    | ModifyColumnClause
+    | RenameTableClause
+    | IgnoredClause
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable:
+    """``CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t ...``: only the name matters (tables are
+    created from the TABLE_MAP on first sight). ``or_replace`` drops an existing table first."""
+
+    table: TableName
+    text: str
+    if_not_exists: bool = False
+    or_replace: bool = False
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        return (self.table,)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterTable:
+    table: TableName
+    clauses: tuple[AlterClause, ...]
+    text: str
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        renamed = tuple(c.target for c in self.clauses if isinstance(c, RenameTableClause))
+        return (self.table, *renamed)
+
+
+@dataclass(frozen=True, slots=True)
+class TruncateTable:
+    table: TableName
+    text: str
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        return (self.table,)
+
+
+@dataclass(frozen=True, slots=True)
+class DropTables:
+    names: tuple[TableName, ...]
+    text: str
+    if_exists: bool = False
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        return self.names
+
+
+@dataclass(frozen=True, slots=True)
+class RenameTables:
+    """``RENAME TABLE a TO b, c TO d``: applied in order (``a TO tmp, b TO a, tmp TO b``
+    swaps two tables)."""
+
+    pairs: tuple[tuple[TableName, TableName], ...]
+    text: str
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        return tuple(name for pair in self.pairs for name in pair)
+
+
+@dataclass(frozen=True, slots=True)
+class DropDatabase:
+    """``DROP {DATABASE|SCHEMA} db``: every table of ``db`` is dropped."""
+
+    database: str
+    text: str
+
+    @property
+    def tables(self) -> tuple[TableName, ...]:
+        return ()
+
+
+DdlStatement = CreateTable | AlterTable | TruncateTable | DropTables | RenameTables | DropDatabase
+
+
+# ---- tokens -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    kind: str  # "word", "ident" (quoted), "string", "number", "punct"
+    value: str
+    start: int
+    end: int
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and self.value.upper() in words
+
+
+_SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
+_NUMBER = re.compile(r"(?:0x[0-9A-Fa-f]+|0b[01]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
+_EXECUTABLE = re.compile(r"/\*M?!\d*")
+#: String prefixes: ``_utf8mb4'x'``, ``N'x'``, ``X'0a'``, ``B'01'``.
+_INTRODUCER = re.compile(r"(?:_[A-Za-z0-9]+|[NnXxBb])(?=')")
+
+
+class _Tokenizer:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.in_executable = False
+        self.tokens: list[_Token] = []
+
+    def run(self) -> list[_Token]:
+        while self._skip_blanks():
+            self.tokens.append(self._token())
+        return self.tokens
+
+    def _skip_blanks(self) -> bool:
+        """Skip spaces and comments; False at the end of the text."""
+        text = self.text
+        while self.pos < len(text):
+            match = _SPACE.match(text, self.pos)
+            if match:
+                self.pos = match.end()
+            elif text.startswith("*/", self.pos) and self.in_executable:
+                self.in_executable = False
+                self.pos += 2
+            elif executable := _EXECUTABLE.match(text, self.pos):
+                self.in_executable = True
+                self.pos = executable.end()
+            elif text.startswith("/*", self.pos):
+                end = text.find("*/", self.pos + 2)
+                self.pos = len(text) if end < 0 else end + 2
+            elif text.startswith("#", self.pos) or _line_comment(text, self.pos):
+                end = text.find("\n", self.pos)
+                self.pos = len(text) if end < 0 else end + 1
+            else:
+                return True
+        return False
+
+    def _token(self) -> _Token:
+        text, start = self.text, self.pos
+        char = text[start]
+        introducer = _INTRODUCER.match(text, start)
+        if introducer:
+            return self._quoted(introducer.end(), "'", "string", start)
+        if char in "'\"":
+            return self._quoted(start, char, "string", start)
+        if char == "`":
+            return self._quoted(start, "`", "ident", start)
+        number = _NUMBER.match(text, start)
+        word = _WORD.match(text, start)
+        if number and (word is None or number.end() >= word.end()):
+            return self._emit("number", number.group(), start, number.end())
+        if word:
+            return self._emit("word", word.group(), start, word.end())
+        return self._emit("punct", char, start, start + 1)
+
+    def _quoted(self, quote_at: int, quote: str, kind: str, start: int) -> _Token:
+        text = self.text
+        pos, out = quote_at + 1, []
+        while pos < len(text):
+            char = text[pos]
+            if char == "\\" and quote != "`" and pos + 1 < len(text):
+                out.append(text[pos : pos + 2])
+                pos += 2
+            elif char == quote and text.startswith(quote * 2, pos):
+                out.append(quote)
+                pos += 2
+            elif char == quote:
+                value = "".join(out) if kind == "ident" else text[start : pos + 1]
+                return self._emit(kind, value, start, pos + 1)
+            else:
+                out.append(char)
+                pos += 1
+        raise _ParseError(f"unterminated {quote} quote at offset {quote_at}")
+
+    def _emit(self, kind: str, value: str, start: int, end: int) -> _Token:
+        self.pos = end
+        return _Token(kind, value, start, end)
+
+
+def _line_comment(text: str, pos: int) -> bool:
+    """``--`` starts a comment only when a space, control character or the end follows."""
+    return text.startswith("--", pos) and (pos + 2 == len(text) or text[pos + 2] <= " ")
+
+
+class _ParseError(Exception):
+    """The statement is not in the grammar binlake knows; becomes ``UnsupportedDdlError``."""
+
+
+# ---- the parser -------------------------------------------------------------------------------
+
+_END = _Token("end", "", -1, -1)
+
+
+class _Parser:
+    """Recursive descent over the tokens of one statement."""
+
+    def __init__(self, text: str, database: str) -> None:
+        self.text = text
+        self.database = database
+        self.tokens = _Tokenizer(text).run()
+        self.at = 0
+
+    # -- primitives
+
+    def peek(self, ahead: int = 0) -> _Token:
+        index = self.at + ahead
+        return self.tokens[index] if index < len(self.tokens) else _END
+
+    def next(self) -> _Token:
+        token = self.peek()
+        if token is _END:
+            raise _ParseError("the statement ends too early")
+        self.at += 1
+        return token
+
+    def accept(self, *words: str) -> bool:
+        """Consume the keywords ``words`` in sequence if they are next; True if they were."""
+        if all(self.peek(i).is_word(word) for i, word in enumerate(words)):
+            self.at += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            raise _ParseError(f"expected {' '.join(words)} at {self.peek().value!r}")
+
+    def accept_punct(self, char: str) -> bool:
+        if self.peek().kind == "punct" and self.peek().value == char:
+            self.at += 1
+            return True
+        return False
+
+    def at_end(self) -> bool:
+        while self.accept_punct(";"):
+            pass
+        return self.peek() is _END
+
+    def identifier(self) -> str:
+        token = self.next()
+        if token.kind in ("word", "ident", "number"):
+            return token.value
+        if token.kind == "string" and token.value.startswith('"'):  # ANSI_QUOTES
+            return token.value[1:-1].replace('""', '"')
+        raise _ParseError(f"expected a name at {token.value!r}")
+
+    def table_name(self) -> TableName:
+        first = self.identifier()
+        if self.accept_punct("."):
+            return TableName(first, self.identifier())
+        return TableName(self.database, first)
+
+    def source_from(self, token: _Token) -> str:
+        """The statement text from ``token`` to the current position."""
+        end = self.tokens[self.at - 1].end if self.at > 0 else token.start
+        return " ".join(self.text[token.start : end].split())
+
+    def skip_group(self) -> None:
+        """Skip a balanced ``( ... )`` whose ``(`` is next."""
+        depth = 0
+        while True:
+            token = self.next()
+            if token.kind == "punct" and token.value == "(":
+                depth += 1
+            elif token.kind == "punct" and token.value == ")":
+                depth -= 1
+                if depth == 0:
+                    return
+
+    def skip_to_clause_end(self) -> None:
+        """Skip tokens up to (not including) the next top-level ``,``, ``)`` or the end."""
+        while not self.at_clause_end():
+            if self.peek().value == "(" and self.peek().kind == "punct":
+                self.skip_group()
+            else:
+                self.next()
+
+    def at_clause_end(self) -> bool:
+        token = self.peek()
+        return token is _END or (token.kind == "punct" and token.value in ",);")
+
+    def skip_wait(self) -> None:
+        """``WAIT n`` / ``NOWAIT`` (MariaDB's lock timeouts)."""
+        if self.accept("WAIT"):
+            self.next()
+        else:
+            self.accept("NOWAIT")
+
+
+def parse_ddl(
+    database: str, query: str, *, replicated: Callable[[str], bool] | None = None
+) -> DdlStatement | None:
+    """The DDL that matters to the lake in one QUERY event, or None for anything else (DML,
+    GRANT, CREATE USER, CREATE INDEX, temporary tables...).
+
+    ``database`` is the event's default database (for unqualified names). An ALTER TABLE that
+    binlake cannot follow raises ``UnsupportedDdlError`` naming the table, unless
+    ``replicated`` is given and says the table (``db.table``) is not replicated: then None.
+    """
+    parser = _Parser(query, database)
+    try:
+        return _statement(parser)
+    except _ParseError as error:
+        table = _table_of_alter(query, database)
+        if table is None:
+            return None
+        if replicated is not None and not replicated(table.qualified):
+            return None
+        raise UnsupportedDdlError(
+            f"binlake cannot follow this ALTER TABLE ({error})",
+            table=table.qualified,
+            statement=query,
+        ) from None
+
+
+def _table_of_alter(query: str, database: str) -> TableName | None:
+    """The table an ALTER TABLE names, when the statement is one and its name can be read."""
+    parser = _Parser(query, database)
+    try:
+        if _alter_head(parser):
+            return parser.table_name()
+    except _ParseError:
+        pass
+    return None
+
+
+def _alter_head(parser: _Parser) -> bool:
+    """Consume ``ALTER [ONLINE] [IGNORE] TABLE [IF EXISTS]``; False if that is not next."""
+    if not parser.accept("ALTER"):
+        return False
+    parser.accept("ONLINE")
+    parser.accept("IGNORE")
+    if not parser.accept("TABLE"):
+        return False
+    parser.accept("IF", "EXISTS")
+    return True
+
+
+def _statement(parser: _Parser) -> DdlStatement | None:
+    head = parser.peek()
+    if head.is_word("CREATE"):
+        return _create(parser)
+    if head.is_word("ALTER"):
+        return _alter(parser)
+    if head.is_word("TRUNCATE"):
+        parser.next()
+        parser.accept("TABLE")
+        table = parser.table_name()
+        parser.skip_wait()
+        return TruncateTable(table, parser.text) if parser.at_end() else None
+    if head.is_word("DROP"):
+        return _drop(parser)
+    if head.is_word("RENAME"):
+        return _rename_tables(parser)
+    return None
+
+
+def _create(parser: _Parser) -> CreateTable | None:
+    parser.expect("CREATE")
+    or_replace = parser.accept("OR", "REPLACE")
+    if not parser.accept("TABLE"):
+        return None  # TEMPORARY TABLE, INDEX, VIEW, USER, DATABASE...
+    if_not_exists = parser.accept("IF", "NOT", "EXISTS")
+    table = parser.table_name()
+    return CreateTable(table, parser.text, if_not_exists=if_not_exists, or_replace=or_replace)
+
+
+def _drop(parser: _Parser) -> DropTables | DropDatabase | None:
+    parser.expect("DROP")
+    if parser.accept("DATABASE") or parser.accept("SCHEMA"):
+        parser.accept("IF", "EXISTS")
+        return DropDatabase(parser.identifier(), parser.text)
+    if not parser.accept("TABLE"):
+        return None  # TEMPORARY TABLE, INDEX, VIEW...
+    if_exists = parser.accept("IF", "EXISTS")
+    names = [parser.table_name()]
+    while parser.accept_punct(","):
+        names.append(parser.table_name())
+    parser.skip_wait()
+    parser.accept("RESTRICT") or parser.accept("CASCADE")
+    if not parser.at_end():
+        raise _ParseError(f"unexpected {parser.peek().value!r} after the table names")
+    return DropTables(tuple(names), parser.text, if_exists=if_exists)
+
+
+def _rename_tables(parser: _Parser) -> RenameTables | None:
+    parser.expect("RENAME")
+    if not (parser.accept("TABLE") or parser.accept("TABLES")):
+        return None  # RENAME USER
+    parser.accept("IF", "EXISTS")
+    pairs = []
+    while True:
+        old = parser.table_name()
+        parser.skip_wait()
+        parser.expect("TO")
+        pairs.append((old, parser.table_name()))
+        if not parser.accept_punct(","):
+            break
+    if not parser.at_end():
+        raise _ParseError(f"unexpected {parser.peek().value!r} after the renames")
+    return RenameTables(tuple(pairs), parser.text)
+
+
+def _alter(parser: _Parser) -> AlterTable | None:
+    if not _alter_head(parser):
+        return None  # ALTER USER, DATABASE, VIEW, SEQUENCE...
+    table = parser.table_name()
+    parser.skip_wait()
+    clauses: list[AlterClause] = []
+    if not parser.at_end():
+        clauses.extend(_alter_clause(parser))
+        while parser.accept_punct(","):
+            clauses.extend(_alter_clause(parser))
+    if not parser.at_end():
+        raise _ParseError(f"unexpected {parser.peek().value!r}")
+    return AlterTable(table, tuple(clauses), parser.text)
+
+
+# ---- ALTER TABLE clauses ----------------------------------------------------------------------
+
+#: Words after ADD / DROP that name an index, key, constraint or partition: no-ops for the lake.
+_INDEX_WORDS = frozenset(
+    "INDEX KEY FULLTEXT SPATIAL UNIQUE PRIMARY FOREIGN CONSTRAINT CHECK PERIOD SYSTEM".split()
+)
+#: Partition operations that change rows without row events: refused.
+_ROW_CHANGING_PARTITION_OPS = frozenset({"DROP", "TRUNCATE", "EXCHANGE"})
+#: First words of clauses that leave the lake's columns alone (table options, partitioning,
+#: maintenance). Skipped up to the next top-level comma.
+_OPTION_WORDS = frozenset(
+    """ENGINE AUTO_INCREMENT AVG_ROW_LENGTH CHECKSUM PAGE_CHECKSUM TABLE_CHECKSUM COMMENT
+    COMPRESSION CONNECTION DATA INDEX DELAY_KEY_WRITE ENCRYPTED ENCRYPTION ENCRYPTION_KEY_ID
+    IETF_QUOTES INSERT_METHOD KEY_BLOCK_SIZE MAX_ROWS MIN_ROWS PACK_KEYS PAGE_COMPRESSED
+    PAGE_COMPRESSION_LEVEL PASSWORD ROW_FORMAT SEQUENCE STATS_AUTO_RECALC STATS_PERSISTENT
+    STATS_SAMPLE_PAGES TABLESPACE TRANSACTIONAL UNION WITH WITHOUT DEFAULT CHARACTER CHARSET
+    COLLATE ALGORITHM LOCK FORCE ORDER ENABLE DISABLE CONVERT DISCARD IMPORT ANALYZE CHECK
+    OPTIMIZE REBUILD REPAIR COALESCE REORGANIZE PARTITION REMOVE""".split()
+)
+
+
+def _alter_clause(parser: _Parser) -> list[AlterClause]:
+    head = parser.peek()
+    if head.is_word("ADD"):
+        return _add_clause(parser)
+    if head.is_word("DROP"):
+        return [_drop_clause(parser)]
+    if head.is_word("CHANGE"):
+        parser.next()
+        parser.accept("COLUMN")
+        parser.accept("IF", "EXISTS")
+        old = parser.identifier()
+        return [ChangeColumnClause(old, _column_definition(parser))]
+    if head.is_word("MODIFY"):
+        parser.next()
+        parser.accept("COLUMN")
+        parser.accept("IF", "EXISTS")
+        return [ModifyColumnClause(_column_definition(parser))]
+    if head.is_word("RENAME"):
+        return [_rename_clause(parser)]
+    if head.is_word("ALTER"):
+        parser.next()
+        parser.skip_to_clause_end()  # ALTER [COLUMN] c SET/DROP DEFAULT, ALTER INDEX ...
+        return [IgnoredClause(parser.source_from(head))]
+    if head.kind == "word" and head.value.upper() in _OPTION_WORDS:
+        if head.is_word("TRUNCATE", "EXCHANGE"):
+            raise _ParseError(f"{head.value.upper()} PARTITION changes rows without row events")
+        parser.skip_to_clause_end()
+        return [IgnoredClause(parser.source_from(head))]
+    if head.is_word("TRUNCATE", "EXCHANGE"):
+        raise _ParseError(f"{head.value.upper()} PARTITION changes rows without row events")
+    raise _ParseError(f"unknown ALTER TABLE clause {head.value!r}")
+
+
+def _add_clause(parser: _Parser) -> list[AlterClause]:
+    head = parser.next()  # ADD
+    word = parser.peek()
+    if word.kind == "word" and word.value.upper() in _INDEX_WORDS | {"PARTITION"}:
+        parser.skip_to_clause_end()
+        return [IgnoredClause(parser.source_from(head))]
+    parser.accept("COLUMN")
+    if_not_exists = parser.accept("IF", "NOT", "EXISTS")
+    if not parser.accept_punct("("):
+        return [AddColumnClause(_column_definition(parser), if_not_exists)]
+    clauses: list[AlterClause] = []
+    while True:
+        inner = parser.peek()
+        if inner.kind == "word" and inner.value.upper() in _INDEX_WORDS:
+            parser.skip_to_clause_end()  # ADD COLUMN (a INT, INDEX (a)) is allowed
+            clauses.append(IgnoredClause(parser.source_from(inner)))
+        else:
+            clauses.append(AddColumnClause(_column_definition(parser), if_not_exists))
+        if not parser.accept_punct(","):
+            break
+    if not parser.accept_punct(")"):
+        raise _ParseError("ADD COLUMN ( ... ) is not closed")
+    return clauses
+
+
+def _drop_clause(parser: _Parser) -> AlterClause:
+    head = parser.next()  # DROP
+    word = parser.peek()
+    if word.is_word("PARTITION"):
+        raise _ParseError("DROP PARTITION deletes rows without row events")
+    if word.kind == "word" and word.value.upper() in _INDEX_WORDS:
+        parser.skip_to_clause_end()
+        return IgnoredClause(parser.source_from(head))
+    parser.accept("COLUMN")
+    if_exists = parser.accept("IF", "EXISTS")
+    name = parser.identifier()
+    parser.accept("RESTRICT") or parser.accept("CASCADE")
+    if not parser.at_clause_end():
+        raise _ParseError(f"unexpected {parser.peek().value!r} after DROP COLUMN {name}")
+    return DropColumnClause(name, if_exists)
+
+
+def _rename_clause(parser: _Parser) -> AlterClause:
+    head = parser.next()  # RENAME
+    if parser.accept("COLUMN"):
+        parser.accept("IF", "EXISTS")
+        old = parser.identifier()
+        parser.expect("TO")
+        return RenameColumnClause(old, parser.identifier())
+    if parser.peek().is_word("INDEX", "KEY"):
+        parser.skip_to_clause_end()
+        return IgnoredClause(parser.source_from(head))
+    parser.accept("TO") or parser.accept("AS")
+    return RenameTableClause(parser.table_name())
+
+
+# ---- column definitions -----------------------------------------------------------------------
+
+#: Words that end a column's type and start its attributes.
+_ATTRIBUTE_WORDS = frozenset(
+    """NOT NULL DEFAULT AUTO_INCREMENT PRIMARY KEY UNIQUE COMMENT COLLATE CHARACTER CHARSET
+    GENERATED AS ON INVISIBLE CHECK REFERENCES COMPRESSED FIRST AFTER CONSTRAINT PERSISTENT
+    STORED VIRTUAL WITH WITHOUT SERIAL""".split()
+)
+
+
+def _column_definition(parser: _Parser) -> ColumnDefinition:
+    name = parser.identifier()
+    type_start = parser.peek()
+    if type_start.kind != "word":
+        raise _ParseError(f"expected a type for column {name} at {type_start.value!r}")
+    while parser.peek().kind == "word" and parser.peek().value.upper() not in _ATTRIBUTE_WORDS:
+        parser.next()
+        if parser.peek().value == "(" and parser.peek().kind == "punct":
+            parser.skip_group()
+    type_text = parser.source_from(type_start)
+    nullable, default, position = True, None, None
+    while not parser.at_clause_end():
+        token = parser.peek()
+        if parser.accept("NOT", "NULL") or parser.accept("PRIMARY", "KEY"):
+            nullable = False
+        elif parser.accept("DEFAULT"):
+            default = _default_expression(parser)
+        elif parser.accept("FIRST"):
+            position = "FIRST"
+        elif parser.accept("AFTER"):
+            position = f"AFTER {parser.identifier()}"
+        elif token.kind == "punct" and token.value == "(":
+            parser.skip_group()
+        else:
+            parser.next()
+    return ColumnDefinition(name, type_text, nullable, default, position)
+
+
+def _default_expression(parser: _Parser) -> str:
+    """One DEFAULT value: a literal, a signed number, a function call or ``( expr )``."""
+    start = parser.peek()
+    if start.kind == "punct" and start.value in "+-":
+        parser.next()
+    token = parser.next()
+    if token.kind == "punct" and token.value == "(":
+        parser.at -= 1
+        parser.skip_group()
+    elif token.kind == "word" and parser.peek().value == "(" and parser.peek().kind == "punct":
+        parser.skip_group()
+    elif token.is_word("DATE", "TIME", "TIMESTAMP") and parser.peek().kind == "string":
+        parser.next()
+    return parser.source_from(start)

@@ -1,0 +1,259 @@
+"""Spark and Iceberg for real: tables binlake creates, commits that carry its position, and
+exact values for every mapped type. One local Spark session for the run (the ``spark`` fixture).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from binlake.apply.commit import (
+    append_with_commit_properties,
+    close_callbacks,
+    current_lineage,
+    execute_with_commit_properties,
+    latest_binlake_summary,
+    snapshots,
+)
+from binlake.apply.ddl import create_table_statements, table_name
+from binlake.apply.frames import dataframe_from_arrow
+from binlake.apply.types import IcebergType, LakeSchema, lake_schema
+from binlake.binlog.constants import ColumnType as T
+from binlake.errors import SparkStatementError
+from binlog_fixtures import UTF8MB4, table_map
+from lake_tables import HINTS, LAKE_ROWS, NAMES, every_type_table_map
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+ONE_MICRO = dt.timedelta(microseconds=1)
+
+
+def batch(n: int) -> dict[str, str]:
+    return {
+        "binlake.position": f"mariadb-bin.000001:{1000 + n}",
+        "binlake.gtid": f"0-1-{n}",
+        "binlake.relay": f"relay-bin.000001:{500 + n}",
+        "binlake.batch": str(n),
+    }
+
+
+def create(spark: SparkSession, schema: LakeSchema) -> str:
+    """A new table for ``schema`` in a namespace of its own; returns its name."""
+    name = table_name("lake", [f"t_{uuid.uuid4().hex[:10]}"], schema.source_table.split(".")[1])
+    for statement in create_table_statements(name, schema):
+        spark.sql(statement)
+    return name
+
+
+def keyed_schema() -> LakeSchema:
+    """``shop.kv``: ``id INT PRIMARY KEY, v VARCHAR(10)``."""
+    tm = table_map((T.LONG, T.VARCHAR), (0, 40), charsets=(None, UTF8MB4))
+    return lake_schema(
+        replace(
+            tm,
+            schema="shop",
+            table="kv",
+            column_names=("id", "v"),
+            primary_key=(0,),
+            nullable=(False, True),
+        )
+    )
+
+
+def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in spark.sql(f"SELECT * FROM {table} ORDER BY 1").collect()]
+
+
+def changes(spark: SparkSession, data: list[tuple[int, str | None, str]]) -> str:
+    """A temp view of (id, v, op) change rows; returns its name."""
+    view = f"changes_{uuid.uuid4().hex[:8]}"
+    spark.createDataFrame(data, "id INT, v STRING, op STRING").createOrReplaceTempView(view)
+    return view
+
+
+def merge_sql(table: str, view: str) -> str:
+    return (
+        f"MERGE INTO {table} t USING {view} s ON t.id = s.id "
+        "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.v = s.v "
+        "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v) VALUES (s.id, s.v)"
+    )
+
+
+# ---- tables -----------------------------------------------------------------------------------
+
+
+def test_created_table_is_v2_merge_on_read_keyed_by_the_primary_key(spark: SparkSession) -> None:
+    schema = lake_schema(every_type_table_map(), HINTS)
+    table = create(spark, schema)
+
+    def shape(fields: Any) -> list[tuple[str, Any, bool]]:
+        return [(f.name, f.dataType, f.nullable) for f in fields]
+
+    assert shape(spark.table(table).schema.fields) == shape(schema.spark_schema().fields)
+    assert spark.table(table).schema["biu"].metadata == {"comment": "BIGINT UNSIGNED"}
+    namespace, name = table.replace("`", "").split(".")[1:]
+    metadata = _current_metadata(
+        Path(spark.conf.get("spark.sql.catalog.lake.warehouse") or ""), namespace, name
+    )
+    assert metadata["format-version"] == 2
+    props = metadata["properties"]
+    assert {props[f"write.{op}.mode"] for op in ("delete", "update", "merge")} == {"merge-on-read"}
+    current = next(
+        s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"]
+    )
+    assert current["identifier-field-ids"] == [1]
+    assert current["fields"][0]["name"] == "id"
+    # Running the statements again (a crash between them) changes nothing.
+    for statement in create_table_statements(table, schema):
+        spark.sql(statement)
+
+
+def _current_metadata(warehouse: Path, namespace: str, table: str) -> dict[str, Any]:
+    folder = warehouse / namespace / table / "metadata"
+    version = (folder / "version-hint.text").read_text().strip()
+    return json.loads((folder / f"v{version}.metadata.json").read_text())  # type: ignore[no-any-return]
+
+
+# ---- commits that carry binlake's position ---------------------------------------------------
+
+
+def test_merge_commit_carries_the_batch_position(spark: SparkSession) -> None:
+    table = create(spark, keyed_schema())
+    execute_with_commit_properties(
+        spark, f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')", batch(1)
+    )
+    view = changes(spark, [(1, "A", "u"), (2, None, "d"), (3, "c", "i")])
+    execute_with_commit_properties(spark, merge_sql(table, view), batch(2))
+
+    assert rows(spark, table) == [(1, "A"), (3, "c")]
+    newest = current_lineage(spark, table)[0]
+    assert newest.binlake == batch(2)
+    assert newest.operation == "overwrite"
+    assert int(newest.summary.get("added-position-delete-files", "0")) > 0  # merge-on-read
+    assert latest_binlake_summary(spark, table) == batch(2)
+
+
+def test_commits_work_again_after_the_callback_server_was_closed(spark: SparkSession) -> None:
+    table = create(spark, keyed_schema())
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    close_callbacks(spark)
+    execute_with_commit_properties(spark, f"DELETE FROM {table} WHERE id = 1", batch(2))
+    assert rows(spark, table) == []
+    assert latest_binlake_summary(spark, table) == batch(2)
+
+
+def test_failed_merge_commits_nothing(spark: SparkSession) -> None:
+    table = create(spark, keyed_schema())
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    before = snapshots(spark, table)
+    # Two source rows for one target row: Spark fails the write tasks mid-MERGE.
+    view = changes(spark, [(1, "x", "u"), (1, "y", "u"), (2, "n", "i")])
+    with pytest.raises(SparkStatementError, match="MERGE_CARDINALITY_VIOLATION") as caught:
+        execute_with_commit_properties(spark, merge_sql(table, view), batch(2))
+    assert caught.value.statement is not None and caught.value.statement.startswith("MERGE INTO")
+    assert snapshots(spark, table) == before
+    assert rows(spark, table) == [(1, "a")]
+    assert latest_binlake_summary(spark, table) == batch(1)
+
+
+def test_latest_summary_skips_snapshots_binlake_did_not_make(spark: SparkSession) -> None:
+    table = create(spark, keyed_schema())
+    assert latest_binlake_summary(spark, table) is None  # no snapshot at all
+    spark.sql(f"INSERT INTO {table} VALUES (9, 'z')")
+    assert latest_binlake_summary(spark, table) is None  # only a foreign one
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    spark.sql(f"INSERT INTO {table} VALUES (2, 'b')")
+    ident = table.replace("`", "").split(".", 1)[1]
+    compaction = spark.sql(
+        f"CALL lake.system.rewrite_data_files(table => '{ident}', "
+        "options => map('min-input-files', '2'))"
+    ).collect()
+    assert compaction[0]["rewritten_data_files_count"] >= 2
+    lineage = current_lineage(spark, table)
+    assert [s.operation for s in lineage[:2]] == ["replace", "append"]
+    assert latest_binlake_summary(spark, table) == batch(1)
+
+
+def test_latest_summary_follows_the_current_lineage_not_the_newest_commit(
+    spark: SparkSession,
+) -> None:
+    table = create(spark, keyed_schema())
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    kept = current_lineage(spark, table)[0].snapshot_id
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (2, 'b')", batch(2))
+    ident = table.replace("`", "").split(".", 1)[1]
+    spark.sql(f"CALL lake.system.rollback_to_snapshot('{ident}', {kept})")
+    assert max(snapshots(spark, table).values(), key=lambda s: s.committed_at).binlake == batch(2)
+    assert latest_binlake_summary(spark, table) == batch(1)
+
+
+# ---- exact values of every type ---------------------------------------------------------------
+
+
+def test_every_type_round_trips_exactly_through_iceberg(spark: SparkSession) -> None:
+    schema = lake_schema(every_type_table_map(), HINTS)
+    table = create(spark, schema)
+    arrow = pa.Table.from_pylist(
+        [dict(zip(NAMES, row, strict=True)) for row in LAKE_ROWS], schema.arrow_schema()
+    )
+    frame = dataframe_from_arrow(spark, arrow, schema.spark_schema())
+    append_with_commit_properties(frame, table, batch(1))
+    # The same values once more through pyspark's row path, under ids + 10.
+    again = [(row[0] + 10, *row[1:]) for row in LAKE_ROWS]
+    append_with_commit_properties(
+        spark.createDataFrame(again, schema.spark_schema()), table, batch(2)
+    )
+
+    got = _read_exact(spark, table, schema)
+    want = [_exact(schema, row) for row in (*LAKE_ROWS, *again)]
+    assert [r[0] for r in got] == [r[0] for r in want]
+    for got_row, want_row in zip(got, want, strict=True):
+        for name, got_value, want_value in zip(NAMES, got_row, want_row, strict=True):
+            assert (name, got_value) == (name, want_value)
+    assert latest_binlake_summary(spark, table) == batch(2)
+
+
+def _read_exact(spark: SparkSession, table: str, schema: LakeSchema) -> list[tuple[Any, ...]]:
+    """Rows read back, each value tagged with its type. timestamptz as microseconds since the
+    epoch (collect() gives local wall-clock times) and decimals as Spark's text, which like
+    ``str(Decimal)`` shows the scale (collect() turns -1E-10 at scale 10 into -1.00E-10)."""
+    select = ", ".join(_exact_expression(c.name, c.type) for c in schema.columns)
+    collected = spark.sql(f"SELECT {select} FROM {table} ORDER BY id").collect()
+    return [tuple(_tag(v) for v in row) for row in collected]
+
+
+def _exact_expression(name: str, kind: IcebergType) -> str:
+    if kind is IcebergType.TIMESTAMPTZ:
+        return f"unix_micros(`{name}`)"
+    if kind is IcebergType.DECIMAL:
+        return f"CAST(`{name}` AS STRING)"
+    return f"`{name}`"
+
+
+def _exact(schema: LakeSchema, row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The expected values in the form ``_read_exact`` reads them."""
+    out = []
+    for column, value in zip(schema.columns, row, strict=True):
+        if column.type is IcebergType.TIMESTAMPTZ and value is not None:
+            value = (value - EPOCH) // ONE_MICRO
+        elif column.type is IcebergType.DECIMAL and value is not None:
+            value = str(value)  # scientific form below 1E-6: still exact (unscaled, scale)
+        out.append(_tag(value))
+    return tuple(out)
+
+
+def _tag(value: Any) -> Any:
+    """A value in a form where equal means identical: its type, and a float's bits."""
+    if isinstance(value, bytearray):
+        value = bytes(value)
+    if isinstance(value, float):
+        return ("float", value.hex())
+    return (type(value).__name__, value)
