@@ -9,8 +9,9 @@ relative to the file's folder, relative paths from the environment to the workin
 Strictness: an unknown key, an unknown section, a wrong type or an out-of-range value is a
 ``ConfigError`` whose ``field`` names it (``source.port``); typos never pass silently. An
 environment variable that looks like an override (``BINLAKE_SOURCE_...``) but names no key is an
-error too. Sections that later versions read (``[target]``, ``[tables]``, ``[spark]``) are
-refused with a message saying so.
+error too. ``[target]``, ``[tables]``, ``[spark]`` and ``[applier]`` configure ``binlake
+replicate`` (the applier); lists and tables given through the environment are TOML values
+(``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
 
 The password is never in the file: ``password_env`` names an environment variable holding it,
 or ``password_file`` a file holding it (one trailing newline is dropped); never both. It is kept
@@ -22,25 +23,61 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from binlake.config_applier import (
+    APPLIER_KEYS,
+    SPARK_KEYS,
+    TABLES_KEYS,
+    TARGET_KEYS,
+    ApplierConfig,
+    OnDrop,
+    SparkConfig,
+    TablesConfig,
+    TargetConfig,
+)
+from binlake.config_values import (
+    ENV_PREFIX,
+    REQUIRED,
+    Key,
+    bool_value,
+    enum_value,
+    float_value,
+    int_value,
+    path_value,
+    str_value,
+    where,
+)
 from binlake.errors import ConfigError
+
+__all__ = [
+    "ENV_PREFIX",
+    "SECTIONS",
+    "ApplierConfig",
+    "Config",
+    "Key",
+    "OnDrop",
+    "ReceiverConfig",
+    "ReplicationMode",
+    "Secret",
+    "SourceConfig",
+    "SparkConfig",
+    "StateConfig",
+    "SyncPolicy",
+    "TablesConfig",
+    "TargetConfig",
+    "config_from_mapping",
+    "describe_keys",
+    "load_config",
+]
 
 if TYPE_CHECKING:
     from binlake.source.client import ConnectionSettings
 
-ENV_PREFIX = "BINLAKE_"
-
-#: Sections a later binlake reads; today they are refused with this message.
-RESERVED_SECTIONS: dict[str, str] = {
-    "target": "the Iceberg target (it comes with the applier)",
-    "tables": "table selection (it comes with the applier)",
-    "spark": "Spark settings (they come with the applier)",
-}
 
 MAX_SERVER_ID = (1 << 32) - 1
 #: The largest heartbeat period MariaDB and MySQL accept (seconds).
@@ -178,212 +215,127 @@ class Config:
     receiver: ReceiverConfig
     #: The file it was read from (None when built from a mapping).
     path: Path | None = None
+    target: TargetConfig = field(default_factory=TargetConfig)
+    tables: TablesConfig = field(default_factory=TablesConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    applier: ApplierConfig = field(default_factory=ApplierConfig)
 
 
 # ---- key specs ------------------------------------------------------------------------------
 
-_REQUIRED: Any = object()
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key: how to parse it from TOML and from text, its default, and what it means."""
-
-    name: str
-    kind: str  # str | int | float | bool | path | enum names, for messages and docs
-    parse: Callable[[object, str, Path], Any]
-    default: Any = _REQUIRED
-    doc: str = ""
-
-    def env_var(self, section: str) -> str:
-        return f"{ENV_PREFIX}{section}_{self.name}".upper()
-
-
-def _where(field_name: str) -> str:
-    return f"[{field_name.split('.')[0]}] {field_name.split('.', 1)[1]}"
-
-
-def _str(*, allow_empty: bool = False) -> Callable[[object, str, Path], str]:
-    def parse(value: object, name: str, _base: Path) -> str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{_where(name)} must be a string", field=name)
-        if not allow_empty and not value.strip():
-            raise ConfigError(f"{_where(name)} must not be empty", field=name)
-        if "\0" in value:
-            raise ConfigError(f"{_where(name)} contains a NUL character", field=name)
-        return value
-
-    return parse
-
-
-def _int(low: int, high: int) -> Callable[[object, str, Path], int]:
-    def parse(value: object, name: str, _base: Path) -> int:
-        if isinstance(value, str):
-            try:
-                value = int(value.strip(), 10)
-            except ValueError:
-                raise ConfigError(f"{_where(name)} must be an integer", field=name) from None
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ConfigError(f"{_where(name)} must be an integer", field=name)
-        if not low <= value <= high:
-            raise ConfigError(
-                f"{_where(name)} = {value} is out of range {low}..{high}",
-                field=name,
-                hint=f"set {name.split('.', 1)[1]} to a value between {low} and {high}",
-            )
-        return value
-
-    return parse
-
-
-def _float(
-    low: float, high: float, *, low_open: bool = True
-) -> Callable[[object, str, Path], float]:
-    def parse(value: object, name: str, _base: Path) -> float:
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise ConfigError(f"{_where(name)} must be a number", field=name) from None
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise ConfigError(f"{_where(name)} must be a number", field=name)
-        number = float(value)
-        too_low = number <= low if low_open else number < low
-        if too_low or number > high or number != number:
-            bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
-            raise ConfigError(
-                f"{_where(name)} = {value} must be {bound} and at most {high:g}", field=name
-            )
-        return number
-
-    return parse
-
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-def _bool(value: object, name: str, _base: Path) -> bool:
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE | _FALSE:
-            return text in _TRUE
-    if isinstance(value, bool):
-        return value
-    raise ConfigError(f"{_where(name)} must be true or false", field=name)
-
-
-def _path(value: object, name: str, base: Path) -> Path:
-    text = _str()(value, name, base)
-    path = Path(text).expanduser()
-    return path if path.is_absolute() else base / path
-
-
-def _enum(cls: type[StrEnum]) -> Callable[[object, str, Path], Any]:
-    def parse(value: object, name: str, _base: Path) -> Any:
-        choices = [member.value for member in cls]
-        if isinstance(value, str) and value.strip() in choices:
-            return cls(value.strip())
-        raise ConfigError(
-            f"{_where(name)} = {value!r} is not one of {', '.join(choices)}", field=name
-        )
-
-    return parse
-
-
 SOURCE_KEYS: tuple[Key, ...] = (
-    Key("host", "str", _str(), doc="host name or address of the primary"),
-    Key("port", "int", _int(1, 65535), 3306, "TCP port"),
-    Key("user", "str", _str(), doc="replication user (REPLICATION SLAVE, REPLICATION CLIENT)"),
-    Key("password_env", "str", _str(), None, "name of the environment variable with the password"),
+    Key("host", "str", str_value(), doc="host name or address of the primary"),
+    Key("port", "int", int_value(1, 65535), 3306, "TCP port"),
+    Key("user", "str", str_value(), doc="replication user (REPLICATION SLAVE, REPLICATION CLIENT)"),
+    Key(
+        "password_env",
+        "str",
+        str_value(),
+        None,
+        "name of the environment variable with the password",
+    ),
     Key(
         "password_file",
         "path",
-        _path,
+        path_value,
         None,
         "file holding the password (one trailing newline is dropped)",
     ),
     Key(
         "server_id",
         "int",
-        _int(1, MAX_SERVER_ID),
+        int_value(1, MAX_SERVER_ID),
         doc="binlake's server id on the primary: unique among its replicas",
     ),
     Key(
         "mode",
         "gtid or file",
-        _enum(ReplicationMode),
+        enum_value(ReplicationMode),
         ReplicationMode.GTID,
         "resume by GTID state (gtid) or by binlog file and offset (file)",
     ),
     Key(
         "heartbeat_period_s",
         "float",
-        _float(0.0, MAX_HEARTBEAT_S),
+        float_value(0.0, MAX_HEARTBEAT_S),
         5.0,
         "the primary sends a heartbeat after this much silence; 2x without any is a dead link",
     ),
-    Key("connect_timeout_s", "float", _float(0.0, 3600.0), 10.0, "TCP connect and login timeout"),
-    Key("ssl_ca", "path", _path, None, "CA certificate file; setting any ssl_* key enables TLS"),
-    Key("ssl_cert", "path", _path, None, "client certificate file"),
-    Key("ssl_key", "path", _path, None, "client private key file"),
-    Key("ssl_verify", "bool", _bool, True, "verify the server certificate and host name"),
+    Key(
+        "connect_timeout_s",
+        "float",
+        float_value(0.0, 3600.0),
+        10.0,
+        "TCP connect and login timeout",
+    ),
+    Key(
+        "ssl_ca", "path", path_value, None, "CA certificate file; setting any ssl_* key enables TLS"
+    ),
+    Key("ssl_cert", "path", path_value, None, "client certificate file"),
+    Key("ssl_key", "path", path_value, None, "client private key file"),
+    Key("ssl_verify", "bool", bool_value, True, "verify the server certificate and host name"),
 )
 
 STATE_KEYS: tuple[Key, ...] = (
-    Key("dir", "path", _path, doc="the state folder: relay log, checkpoint, source state, lock"),
+    Key(
+        "dir", "path", path_value, doc="the state folder: relay log, checkpoint, source state, lock"
+    ),
 )
 
 RECEIVER_KEYS: tuple[Key, ...] = (
     Key(
         "sync",
         "grouped or every-transaction",
-        _enum(SyncPolicy),
+        enum_value(SyncPolicy),
         SyncPolicy.GROUPED,
         "grouped: one fsync per sync_interval_ms or sync_max_transactions; every-transaction: "
         "one per transaction",
     ),
-    Key("sync_interval_ms", "int", _int(1, 60_000), 50, "grouped: longest wait before an fsync"),
+    Key(
+        "sync_interval_ms", "int", int_value(1, 60_000), 50, "grouped: longest wait before an fsync"
+    ),
     Key(
         "sync_max_transactions",
         "int",
-        _int(1, 1_000_000),
+        int_value(1, 1_000_000),
         1000,
         "grouped: most transactions per fsync",
     ),
     Key(
         "max_relay_file_size",
         "int",
-        _int(MIN_RELAY_FILE_SIZE, MAX_RELAY_FILE_SIZE),
+        int_value(MIN_RELAY_FILE_SIZE, MAX_RELAY_FILE_SIZE),
         128 * 1024 * 1024,
         "a relay file is rotated at the first transaction boundary past this",
     ),
     Key(
         "reconnect_initial_s",
         "float",
-        _float(0.0, 3600.0),
+        float_value(0.0, 3600.0),
         0.5,
         "first wait before reconnecting; doubles per failed attempt (with jitter)",
     ),
-    Key("reconnect_max_s", "float", _float(0.0, 3600.0), 30.0, "longest wait between attempts"),
+    Key(
+        "reconnect_max_s", "float", float_value(0.0, 3600.0), 30.0, "longest wait between attempts"
+    ),
     Key(
         "reconnect_max_attempts",
         "int",
-        _int(0, 1_000_000),
+        int_value(0, 1_000_000),
         0,
         "give up after this many failed attempts in a row; 0 = never",
     ),
     Key(
         "catch_up_give_up_s",
         "float",
-        _float(0.0, 86_400.0),
+        float_value(0.0, 86_400.0),
         60.0,
         "with --until-caught-up: give up when the source stays unreachable this long",
     ),
     Key(
         "progress_interval_s",
         "float",
-        _float(0.0, 3600.0),
+        float_value(0.0, 3600.0),
         5.0,
         "seconds between progress log lines (when not on a terminal)",
     ),
@@ -393,6 +345,10 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "source": SOURCE_KEYS,
     "state": STATE_KEYS,
     "receiver": RECEIVER_KEYS,
+    "target": TARGET_KEYS,
+    "tables": TABLES_KEYS,
+    "spark": SPARK_KEYS,
+    "applier": APPLIER_KEYS,
 }
 
 
@@ -417,7 +373,7 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}", hint="fix the TOML syntax") from None
     config = config_from_mapping(data, base_dir=path.absolute().parent, environ=environ)
-    return Config(config.source, config.state, config.receiver, path)
+    return replace(config, path=path)
 
 
 def config_from_mapping(
@@ -432,18 +388,22 @@ def config_from_mapping(
     source = _source(values["source"], env)
     _check_env_typos(env, source.password_env)
     receiver = _receiver(values["receiver"])
-    return Config(source, StateConfig(**values["state"]), receiver)
+    target = values["target"]
+    if target["warehouse"] is None:
+        target["warehouse"] = base_dir / "warehouse"
+    return Config(
+        source,
+        StateConfig(**values["state"]),
+        receiver,
+        target=TargetConfig(**target),
+        tables=TablesConfig(**values["tables"]),
+        spark=SparkConfig(**values["spark"]),
+        applier=ApplierConfig(**values["applier"]),
+    )
 
 
 def _check_sections(data: Mapping[str, Any]) -> None:
     for name, value in data.items():
-        if name in RESERVED_SECTIONS:
-            raise ConfigError(
-                f"section [{name}] is not supported by this binlake version: "
-                f"{RESERVED_SECTIONS[name]}",
-                field=name,
-                hint=f"remove [{name}] for now; `binlake receive` does not read it",
-            )
         if name not in SECTIONS:
             known = ", ".join(f"[{s}]" for s in SECTIONS)
             raise ConfigError(
@@ -452,7 +412,7 @@ def _check_sections(data: Mapping[str, Any]) -> None:
         if not isinstance(value, dict):
             raise ConfigError(f"{name} must be a section ([{name}])", field=name)
     for name, keys in SECTIONS.items():
-        required = [k.name for k in keys if k.default is _REQUIRED]
+        required = [k.name for k in keys if k.default is REQUIRED]
         if name not in data and required:
             raise ConfigError(
                 f"section [{name}] is missing",
@@ -485,9 +445,9 @@ def _read_section(
             out[key.name] = key.parse(env_value, field_name, Path.cwd())
         elif key.name in table:
             out[key.name] = key.parse(table[key.name], field_name, base_dir)
-        elif key.default is _REQUIRED:
+        elif key.default is REQUIRED:
             raise ConfigError(
-                f"{_where(field_name)} is missing",
+                f"{where(field_name)} is missing",
                 field=field_name,
                 hint=f"set {key.name} in [{section}] (or {key.env_var(section)})",
             )
@@ -578,7 +538,7 @@ def describe_keys() -> list[tuple[str, str, str, str, str]]:
     rows = []
     for section, keys in SECTIONS.items():
         for key in keys:
-            default = "required" if key.default is _REQUIRED else repr(key.default)
+            default = "required" if key.default is REQUIRED else repr(key.default)
             if isinstance(key.default, StrEnum):
                 default = repr(key.default.value)
             rows.append((f"{section}.{key.name}", key.kind, default, key.env_var(section), key.doc))

@@ -48,6 +48,15 @@ POINTS: dict[str, str] = {
     "receiver_before_source_rotate": "receiver: the source's ROTATE appended, relay file not yet "
     "rotated",
     "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
+    # applier (apply/applier.py, apply/lake.py)
+    "apply_before_commit": "applier: batch built, no table committed yet",
+    "apply_between_tables": "applier: the first table of a multi-table batch committed, the "
+    "others not yet",
+    "apply_after_commits": "applier: every table of the batch committed, checkpoint counts not "
+    "yet updated",
+    "apply_during_ddl": "applier: between two schema statements of one DDL",
+    "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
+    "the purge starts)",
 }
 
 _armed: tuple[str, int] | None = None

@@ -22,6 +22,7 @@ from binlake.binlog.errors import (
 )
 
 __all__ = [
+    "ApplyError",
     "BinlakeError",
     "BinlogFormatError",
     "CheckpointError",
@@ -31,6 +32,7 @@ __all__ = [
     "DiskFullError",
     "DuplicateTransactionError",
     "FileAccessError",
+    "IncompatibleSchemaChangeError",
     "IndexFileError",
     "InvalidEventError",
     "LogCorruptionError",
@@ -39,6 +41,8 @@ __all__ = [
     "NotAStateFileError",
     "OrphanEventError",
     "RelayLogStateError",
+    "RowImageError",
+    "SchemaEvolutionError",
     "SourceAuthError",
     "SourceConfigError",
     "SourceConnectionLostError",
@@ -54,8 +58,10 @@ __all__ = [
     "StateFileError",
     "StateLockedError",
     "StatePayloadTooLargeError",
+    "StatementFormatError",
     "StorageError",
     "TruncatedEventError",
+    "UnsupportedDdlError",
     "UnsupportedTypeError",
     "UsageError",
     "ValueDecodeError",
@@ -489,6 +495,120 @@ class SparkStatementError(SparkError):
         if self.statement is not None:
             out["statement"] = self.statement
         return out
+
+
+class SchemaEvolutionError(BinlakeError):
+    """The applier cannot follow a source table's DDL; ``statement`` is the DDL text. The hint
+    names the options: exclude the table, or re-snapshot it."""
+
+    default_hint = (
+        "exclude the table in [tables] exclude, or re-snapshot it with "
+        "`binlake snapshot --tables db.table`"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        table: str | None = None,
+        statement: str | None = None,
+    ) -> None:
+        if hint is None and table is not None:
+            hint = (
+                f'exclude the table in [tables] exclude ("{table}"), or re-snapshot it with '
+                f"`binlake snapshot --tables {table}`"
+            )
+        super().__init__(message, hint=hint, table=table)
+        self.statement = statement
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        if self.statement is not None:
+            out["statement"] = self.statement
+        return out
+
+
+class UnsupportedDdlError(SchemaEvolutionError):
+    """A DDL statement on a replicated table that binlake cannot parse or follow (an ALTER
+    clause it does not know, a partition operation that changes rows without row events)."""
+
+
+class IncompatibleSchemaChangeError(SchemaEvolutionError):
+    """A source schema change the Iceberg table cannot follow without rewriting its data:
+    narrowing, a change of kind (int to string), a decimal scale change, a primary key change
+    Iceberg cannot express. ``column``, ``old_type`` and ``new_type`` say what."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        table: str | None = None,
+        statement: str | None = None,
+        column: str | None = None,
+        old_type: str | None = None,
+        new_type: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, table=table, statement=statement)
+        self.column = column
+        self.old_type = old_type
+        self.new_type = new_type
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        for name in ("column", "old_type", "new_type"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+
+class StatementFormatError(SourceConfigError):
+    """The relay log holds a statement-format change to a replicated table (a QUERY with DML,
+    or a transaction whose rows events are missing): binlake applies row images only."""
+
+    default_hint = (
+        "set binlog_format=ROW on the source (SET GLOBAL binlog_format = 'ROW' and in its "
+        "config file), then re-snapshot the named table; binlake never guesses rows from SQL"
+    )
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        file: str | None = None,
+        offset: int | None = None,
+        table: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, setting="binlog_format")
+        self.file = file
+        self.offset = offset
+        self.table = table
+
+
+class RowImageError(SourceConfigError):
+    """A row image lacks a column binlake cannot get anywhere else (an insert logged with
+    binlog_row_image=MINIMAL leaves out the columns it did not set)."""
+
+    default_hint = (
+        "set binlog_row_image=FULL (or NOBLOB) on the source, then re-snapshot the named table"
+    )
+
+    def __init__(self, message: str, *, hint: str | None = None, table: str | None = None) -> None:
+        super().__init__(message, hint=hint, setting="binlog_row_image")
+        self.table = table
+
+
+class ApplyError(BinlakeError):
+    """The applier met something in the relay log it cannot apply exactly (an XA transaction
+    touching a replicated table, a rows event without its TABLE_MAP)."""
+
+    default_hint = (
+        "exclude the named table in [tables] exclude, or re-snapshot it; binlake never skips "
+        "a change silently"
+    )
 
 
 #: Exit codes by branch of the tree; the first matching class wins.

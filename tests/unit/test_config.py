@@ -154,15 +154,6 @@ def test_an_unknown_section_is_an_error(tmp_path: Path) -> None:
     assert "[receiver]" in caught.value.hint
 
 
-@pytest.mark.parametrize("section", ["target", "tables", "spark"])
-def test_sections_of_later_versions_are_refused_with_a_clear_message(
-    tmp_path: Path, section: str
-) -> None:
-    with pytest.raises(ConfigError, match="not supported by this binlake version") as caught:
-        load(tmp_path, BASE + f"[{section}]\nx = 1\n")
-    assert caught.value.field == section
-
-
 def test_a_section_that_is_a_value_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load(tmp_path, "receiver = 3\n" + BASE)

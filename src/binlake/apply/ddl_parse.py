@@ -21,6 +21,7 @@ newer than the source's would not have run, but binlake reads binlogs of current
 
 Column types in the DDL are kept as text for messages only: the TABLE_MAP that follows the DDL
 is the ground truth for types (``binlake.apply.schema``); the DDL tells renames from drop+add.
+The statement classes live in ``binlake.apply.ddl_statements`` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,25 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from binlake.apply.ddl_statements import (
+    AddColumnClause,
+    AlterClause,
+    AlterTable,
+    ChangeColumnClause,
+    ColumnDefinition,
+    CreateTable,
+    DdlStatement,
+    DropColumnClause,
+    DropDatabase,
+    DropTables,
+    IgnoredClause,
+    ModifyColumnClause,
+    RenameColumnClause,
+    RenameTableClause,
+    RenameTables,
+    TableName,
+    TruncateTable,
+)
 from binlake.errors import UnsupportedDdlError
 
 __all__ = [
@@ -53,178 +73,12 @@ __all__ = [
 ]
 
 
-# ---- the statements ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TableName:
-    """A source table; ``database`` is the event's default database for unqualified names."""
-
-    database: str
-    table: str
-
-    @property
-    def qualified(self) -> str:
-        """``db.table``, the form ``TableMap.qualified_name`` and ``LakeSchema`` use."""
-        return f"{self.database}.{self.table}"
-
-    def __str__(self) -> str:
-        return self.qualified
-
-
-@dataclass(frozen=True, slots=True)
-class ColumnDefinition:
-    """A column as ADD, CHANGE or MODIFY define it (types are informative: see the module doc)."""
-
-    name: str
-    #: The type as written, normalised to single spaces: ``VARCHAR(20) UNSIGNED``...
-    type_text: str
-    #: False when the definition says NOT NULL (or PRIMARY KEY).
-    nullable: bool = True
-    #: The DEFAULT expression as written (``'x,y'``, ``0``, ``current_timestamp()``), if any.
-    default: str | None = None
-    #: ``FIRST``, ``AFTER <column>`` or None (at the end).
-    position: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AddColumnClause:
-    column: ColumnDefinition
-    if_not_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DropColumnClause:
-    name: str
-    if_exists: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RenameColumnClause:
-    old: str
-    new: str
-
-
-@dataclass(frozen=True, slots=True)
-class ChangeColumnClause:
-    """``CHANGE old new type ...``: a rename when the names differ, and a new definition."""
-
-    old: str
-    column: ColumnDefinition
-
-
-@dataclass(frozen=True, slots=True)
-class ModifyColumnClause:
-    column: ColumnDefinition
-
-
-@dataclass(frozen=True, slots=True)
-class RenameTableClause:
-    """``ALTER TABLE t RENAME [TO|AS] t2``."""
-
-    target: TableName
-
-
-@dataclass(frozen=True, slots=True)
-class IgnoredClause:
-    """A clause with no effect on the lake (index, constraint, default, table option...)."""
-
-    text: str
-
-
-AlterClause = (
-    AddColumnClause
-    | DropColumnClause
-    | RenameColumnClause
-    | ChangeColumnClause
-    | ModifyColumnClause
-    | RenameTableClause
-    | IgnoredClause
-)
-
-
-@dataclass(frozen=True, slots=True)
-class CreateTable:
-    """``CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t ...``: only the name matters (tables are
-    created from the TABLE_MAP on first sight). ``or_replace`` drops an existing table first."""
-
-    table: TableName
-    text: str
-    if_not_exists: bool = False
-    or_replace: bool = False
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        return (self.table,)
-
-
-@dataclass(frozen=True, slots=True)
-class AlterTable:
-    table: TableName
-    clauses: tuple[AlterClause, ...]
-    text: str
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        renamed = tuple(c.target for c in self.clauses if isinstance(c, RenameTableClause))
-        return (self.table, *renamed)
-
-
-@dataclass(frozen=True, slots=True)
-class TruncateTable:
-    table: TableName
-    text: str
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        return (self.table,)
-
-
-@dataclass(frozen=True, slots=True)
-class DropTables:
-    names: tuple[TableName, ...]
-    text: str
-    if_exists: bool = False
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        return self.names
-
-
-@dataclass(frozen=True, slots=True)
-class RenameTables:
-    """``RENAME TABLE a TO b, c TO d``: applied in order (``a TO tmp, b TO a, tmp TO b``
-    swaps two tables)."""
-
-    pairs: tuple[tuple[TableName, TableName], ...]
-    text: str
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        return tuple(name for pair in self.pairs for name in pair)
-
-
-@dataclass(frozen=True, slots=True)
-class DropDatabase:
-    """``DROP {DATABASE|SCHEMA} db``: every table of ``db`` is dropped."""
-
-    database: str
-    text: str
-
-    @property
-    def tables(self) -> tuple[TableName, ...]:
-        return ()
-
-
-DdlStatement = CreateTable | AlterTable | TruncateTable | DropTables | RenameTables | DropDatabase
-
-
 # ---- tokens -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class _Token:
-    kind: str  # "word", "ident" (quoted), "string", "number", "punct"
+    kind: str  # "word", "ident" (quoted), "string", "number", "punct", "bad" (unterminated)
     value: str
     start: int
     end: int
@@ -235,7 +89,9 @@ class _Token:
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
-_NUMBER = re.compile(r"(?:0x[0-9A-Fa-f]+|0b[01]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)")
+_NUMBER = re.compile(
+    r"(?:0x[0-9A-Fa-f]+|0b[01]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
+)
 _EXECUTABLE = re.compile(r"/\*M?!\d*")
 #: String prefixes: ``_utf8mb4'x'``, ``N'x'``, ``X'0a'``, ``B'01'``.
 _INTRODUCER = re.compile(r"(?:_[A-Za-z0-9]+|[NnXxBb])(?=')")
@@ -286,7 +142,8 @@ class _Tokenizer:
             return self._quoted(start, char, "string", start)
         if char == "`":
             return self._quoted(start, "`", "ident", start)
-        number = _NUMBER.match(text, start)
+        after_name = bool(self.tokens) and self.tokens[-1].kind in ("word", "ident")
+        number = None if char == "." and after_name else _NUMBER.match(text, start)
         word = _WORD.match(text, start)
         if number and (word is None or number.end() >= word.end()):
             return self._emit("number", number.group(), start, number.end())
@@ -311,7 +168,7 @@ class _Tokenizer:
             else:
                 out.append(char)
                 pos += 1
-        raise _ParseError(f"unterminated {quote} quote at offset {quote_at}")
+        return self._emit("bad", f"unterminated {quote} quote at offset {quote_at}", start, pos)
 
     def _emit(self, kind: str, value: str, start: int, end: int) -> _Token:
         self.pos = end
@@ -351,6 +208,8 @@ class _Parser:
         token = self.peek()
         if token is _END:
             raise _ParseError("the statement ends too early")
+        if token.kind == "bad":
+            raise _ParseError(token.value)
         self.at += 1
         return token
 
@@ -433,35 +292,53 @@ def parse_ddl(
     """The DDL that matters to the lake in one QUERY event, or None for anything else (DML,
     GRANT, CREATE USER, CREATE INDEX, temporary tables...).
 
-    ``database`` is the event's default database (for unqualified names). An ALTER TABLE that
-    binlake cannot follow raises ``UnsupportedDdlError`` naming the table, unless
-    ``replicated`` is given and says the table (``db.table``) is not replicated: then None.
+    ``database`` is the event's default database (for unqualified names). A table statement
+    (ALTER, DROP, RENAME, TRUNCATE TABLE) that binlake cannot follow raises
+    ``UnsupportedDdlError`` naming the table, unless ``replicated`` is given and says the table
+    (``db.table``) is not replicated: then None.
     """
-    parser = _Parser(query, database)
+    if not _DDL_WORD.search(query):
+        return None  # BEGIN, COMMIT, XA ...: the common case, without tokenizing
     try:
-        return _statement(parser)
+        return _statement(_Parser(query, database))
     except _ParseError as error:
-        table = _table_of_alter(query, database)
-        if table is None:
-            return None
-        if replicated is not None and not replicated(table.qualified):
-            return None
-        raise UnsupportedDdlError(
-            f"binlake cannot follow this ALTER TABLE ({error})",
-            table=table.qualified,
-            statement=query,
-        ) from None
+        problem = str(error)
+    known, table = _table_of(query, database)
+    if not known:
+        return None
+    if table is not None and replicated is not None and not replicated(table.qualified):
+        return None
+    raise UnsupportedDdlError(
+        f"binlake cannot follow this statement: {problem}",
+        table=table.qualified if table is not None else None,
+        statement=query,
+    )
 
 
-def _table_of_alter(query: str, database: str) -> TableName | None:
-    """The table an ALTER TABLE names, when the statement is one and its name can be read."""
+def _table_of(query: str, database: str) -> tuple[bool, TableName | None]:
+    """Whether ``query`` is a table statement binlake follows, and the first table it names
+    (None when even that cannot be read)."""
     parser = _Parser(query, database)
+    head = parser.peek()
+    if head.is_word("ALTER"):
+        known = _alter_head(parser)
+    elif head.is_word("DROP", "RENAME"):
+        parser.next()
+        known = parser.accept("TABLE") or parser.accept("TABLES")
+        parser.accept("IF", "EXISTS")
+    elif head.is_word("TRUNCATE"):
+        parser.next()
+        parser.accept("TABLE")
+        known = True
+    else:
+        known = False
     try:
-        if _alter_head(parser):
-            return parser.table_name()
+        return known, parser.table_name() if known else None
     except _ParseError:
-        pass
-    return None
+        return known, None
+
+
+_DDL_WORD = re.compile(r"\b(?:CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 
 
 def _alter_head(parser: _Parser) -> bool:
@@ -487,7 +364,9 @@ def _statement(parser: _Parser) -> DdlStatement | None:
         parser.accept("TABLE")
         table = parser.table_name()
         parser.skip_wait()
-        return TruncateTable(table, parser.text) if parser.at_end() else None
+        if not parser.at_end():
+            raise _ParseError(f"unexpected {parser.peek().value!r} after the table name")
+        return TruncateTable(table, parser.text)
     if head.is_word("DROP"):
         return _drop(parser)
     if head.is_word("RENAME"):
@@ -558,22 +437,26 @@ def _alter(parser: _Parser) -> AlterTable | None:
 
 # ---- ALTER TABLE clauses ----------------------------------------------------------------------
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 #: Words after ADD / DROP that name an index, key, constraint or partition: no-ops for the lake.
-_INDEX_WORDS = frozenset(
-    "INDEX KEY FULLTEXT SPATIAL UNIQUE PRIMARY FOREIGN CONSTRAINT CHECK PERIOD SYSTEM".split()
+_INDEX_WORDS = _words(
+    """INDEX KEY FULLTEXT SPATIAL UNIQUE PRIMARY FOREIGN CONSTRAINT CHECK PERIOD SYSTEM"""
 )
-#: Partition operations that change rows without row events: refused.
-_ROW_CHANGING_PARTITION_OPS = frozenset({"DROP", "TRUNCATE", "EXCHANGE"})
 #: First words of clauses that leave the lake's columns alone (table options, partitioning,
 #: maintenance). Skipped up to the next top-level comma.
-_OPTION_WORDS = frozenset(
+_OPTION_WORDS = _words(
     """ENGINE AUTO_INCREMENT AVG_ROW_LENGTH CHECKSUM PAGE_CHECKSUM TABLE_CHECKSUM COMMENT
-    COMPRESSION CONNECTION DATA INDEX DELAY_KEY_WRITE ENCRYPTED ENCRYPTION ENCRYPTION_KEY_ID
-    IETF_QUOTES INSERT_METHOD KEY_BLOCK_SIZE MAX_ROWS MIN_ROWS PACK_KEYS PAGE_COMPRESSED
-    PAGE_COMPRESSION_LEVEL PASSWORD ROW_FORMAT SEQUENCE STATS_AUTO_RECALC STATS_PERSISTENT
-    STATS_SAMPLE_PAGES TABLESPACE TRANSACTIONAL UNION WITH WITHOUT DEFAULT CHARACTER CHARSET
-    COLLATE ALGORITHM LOCK FORCE ORDER ENABLE DISABLE CONVERT DISCARD IMPORT ANALYZE CHECK
-    OPTIMIZE REBUILD REPAIR COALESCE REORGANIZE PARTITION REMOVE""".split()
+    COMPRESSION CONNECTION DATA INDEX DELAY_KEY_WRITE ENCRYPTED ENCRYPTION
+    ENCRYPTION_KEY_ID IETF_QUOTES INSERT_METHOD KEY_BLOCK_SIZE MAX_ROWS MIN_ROWS
+    PACK_KEYS PAGE_COMPRESSED PAGE_COMPRESSION_LEVEL PASSWORD ROW_FORMAT SEQUENCE
+    STATS_AUTO_RECALC STATS_PERSISTENT STATS_SAMPLE_PAGES TABLESPACE TRANSACTIONAL UNION
+    WITH WITHOUT DEFAULT CHARACTER CHARSET COLLATE ALGORITHM LOCK FORCE ORDER ENABLE
+    DISABLE CONVERT DISCARD IMPORT ANALYZE CHECK OPTIMIZE REBUILD REPAIR COALESCE
+    REORGANIZE PARTITION REMOVE"""
 )
 
 
@@ -601,8 +484,6 @@ def _alter_clause(parser: _Parser) -> list[AlterClause]:
         parser.skip_to_clause_end()  # ALTER [COLUMN] c SET/DROP DEFAULT, ALTER INDEX ...
         return [IgnoredClause(parser.source_from(head))]
     if head.kind == "word" and head.value.upper() in _OPTION_WORDS:
-        if head.is_word("TRUNCATE", "EXCHANGE"):
-            raise _ParseError(f"{head.value.upper()} PARTITION changes rows without row events")
         parser.skip_to_clause_end()
         return [IgnoredClause(parser.source_from(head))]
     if head.is_word("TRUNCATE", "EXCHANGE"):
@@ -610,10 +491,20 @@ def _alter_clause(parser: _Parser) -> list[AlterClause]:
     raise _ParseError(f"unknown ALTER TABLE clause {head.value!r}")
 
 
+def _names_index(parser: _Parser) -> bool:
+    """Whether the next words start an index, key, constraint, period or system versioning
+    (``PERIOD`` and ``SYSTEM`` are also valid column names)."""
+    word = parser.peek()
+    if word.is_word("PERIOD"):
+        return parser.peek(1).is_word("FOR")
+    if word.is_word("SYSTEM"):
+        return parser.peek(1).is_word("VERSIONING")
+    return word.kind == "word" and word.value.upper() in _INDEX_WORDS
+
+
 def _add_clause(parser: _Parser) -> list[AlterClause]:
     head = parser.next()  # ADD
-    word = parser.peek()
-    if word.kind == "word" and word.value.upper() in _INDEX_WORDS | {"PARTITION"}:
+    if _names_index(parser) or parser.peek().is_word("PARTITION"):
         parser.skip_to_clause_end()
         return [IgnoredClause(parser.source_from(head))]
     parser.accept("COLUMN")
@@ -623,7 +514,7 @@ def _add_clause(parser: _Parser) -> list[AlterClause]:
     clauses: list[AlterClause] = []
     while True:
         inner = parser.peek()
-        if inner.kind == "word" and inner.value.upper() in _INDEX_WORDS:
+        if _names_index(parser):
             parser.skip_to_clause_end()  # ADD COLUMN (a INT, INDEX (a)) is allowed
             clauses.append(IgnoredClause(parser.source_from(inner)))
         else:
@@ -640,7 +531,7 @@ def _drop_clause(parser: _Parser) -> AlterClause:
     word = parser.peek()
     if word.is_word("PARTITION"):
         raise _ParseError("DROP PARTITION deletes rows without row events")
-    if word.kind == "word" and word.value.upper() in _INDEX_WORDS:
+    if _names_index(parser):
         parser.skip_to_clause_end()
         return IgnoredClause(parser.source_from(head))
     parser.accept("COLUMN")
@@ -669,10 +560,10 @@ def _rename_clause(parser: _Parser) -> AlterClause:
 # ---- column definitions -----------------------------------------------------------------------
 
 #: Words that end a column's type and start its attributes.
-_ATTRIBUTE_WORDS = frozenset(
+_ATTRIBUTE_WORDS = _words(
     """NOT NULL DEFAULT AUTO_INCREMENT PRIMARY KEY UNIQUE COMMENT COLLATE CHARACTER CHARSET
-    GENERATED AS ON INVISIBLE CHECK REFERENCES COMPRESSED FIRST AFTER CONSTRAINT PERSISTENT
-    STORED VIRTUAL WITH WITHOUT SERIAL""".split()
+    GENERATED AS ON INVISIBLE CHECK REFERENCES COMPRESSED FIRST AFTER CONSTRAINT
+    PERSISTENT STORED VIRTUAL WITH WITHOUT SERIAL"""
 )
 
 

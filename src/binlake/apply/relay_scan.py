@@ -282,7 +282,8 @@ def _resumed(reader: BinlogFileReader, offset: int, ctx: FormatContext) -> Itera
         for event in stream:
             yield BinlogEvent(event.offset + offset, event.header, event.payload, event.raw)
     except BinlogFormatError as error:
-        raise error.with_location(file=reader.name, offset=offset + stream.last_good_offset)
+        error.offset = offset + (stream.last_good_offset if error.offset is None else error.offset)
+        raise error.with_location(file=reader.name) from None
 
 
 def _ctx_after(group: EventGroup, ctx: FormatContext | None) -> FormatContext | None:
@@ -293,7 +294,9 @@ def _ctx_after(group: EventGroup, ctx: FormatContext | None) -> FormatContext | 
 
 
 def _transaction(group: EventGroup, position: SourcePosition, cursor: _Cursor) -> RelayTransaction:
-    tables = frozenset(e.payload.qualified_name for e in group.events if _is_table_map(e))
+    tables = frozenset(
+        e.payload.qualified_name for e in group.events if isinstance(e.payload, TableMap)
+    )
     statement = None
     if group.kind is GroupKind.STATEMENT:
         texts = [e.payload.text for e in group.events if isinstance(e.payload, QueryEvent)]
@@ -306,7 +309,3 @@ def _transaction(group: EventGroup, position: SourcePosition, cursor: _Cursor) -
         relay_file=cursor.file,
         relay_offset=group.end_offset,
     )
-
-
-def _is_table_map(event: BinlogEvent) -> bool:
-    return isinstance(event.payload, TableMap)

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from binlake import __version__
-from binlake.cli import binlog_cmd, receive_cmd, source_cmd
+from binlake.cli import binlog_cmd, receive_cmd, source_cmd, status_cmd, verify_cmd
 from binlake.errors import BinlakeError, exit_code_for
 
 Handler = Callable[[argparse.Namespace], int]
@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     binlog_cmd.register(commands)
     source_cmd.register(commands)
     receive_cmd.register(commands)
+    status_cmd.register(commands)
+    verify_cmd.register(commands)
     return parser
 
 

@@ -24,6 +24,7 @@ One run:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from binlake.crashpoints import crash_point
 from binlake.errors import SourceConfigError, SourceError
 from binlake.source.client import DumpStart, ServerInfo, SourceConnection
 from binlake.source.feed import EventFeed
+from binlake.source.handoff import RelayProgress
 from binlake.source.identity import (
     SourceIdentity,
     SourceStateFile,
@@ -53,7 +55,7 @@ from binlake.storage.checkpoint import CheckpointRecord, scan_start
 from binlake.storage.index import LogIndex, index_temp_copies
 from binlake.storage.lock import StateLock
 from binlake.storage.recovery import recover_log
-from binlake.storage.relay_log import DEFAULT_BASENAME, RelayLogWriter
+from binlake.storage.relay_log import DEFAULT_BASENAME, RelayLogWriter, RelayPosition
 
 INDEX_NAME = f"{DEFAULT_BASENAME}.index"
 HEARTBEAT_TYPES = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
@@ -98,8 +100,15 @@ class Receiver:
         until_caught_up: bool = False,
         accept_new_source: bool = False,
         progress: Progress | None = None,
+        relay_progress: RelayProgress | None = None,
+        take_lock: bool = True,
     ) -> None:
         self.config = config
+        #: Shared with an applier in the same process (binlake replicate): the relay log's
+        #: durable end is published there, and index changes take its lock.
+        self.relay_progress = relay_progress or RelayProgress()
+        #: False when the caller already holds the state folder's lock (binlake replicate).
+        self.take_lock = take_lock
         self.until_caught_up = until_caught_up
         self.accept_new_source = accept_new_source
         self.progress = progress or Progress(interval_s=config.receiver.progress_interval_s)
@@ -128,7 +137,8 @@ class Receiver:
             from binlake.storage.durable import raise_os_error
 
             raise_os_error(exc, state_dir, "creating the state folder")
-        with StateLock.acquire(state_dir):
+        lock = StateLock.acquire(state_dir) if self.take_lock else contextlib.nullcontext()
+        with lock:
             restart = self._recover(initial=True)
             connection: SourceConnection | None = self._first_connection()
             final: RestartPoint | None = None
@@ -187,23 +197,29 @@ class Receiver:
         scan_from = names[-1] if names else None
         if initial and names:
             scan_from = scan_start(CheckpointRecord(self.config.state.checkpoint_path), names)
-        report = recover_log(relay, scan_from=scan_from, index_name=INDEX_NAME)
-        if report.changed:
-            for line in report.lines:
-                self.progress.message(f"relay log recovery: {line}")
-        return derive(relay, INDEX_NAME)
+        with self.relay_progress.index_lock:
+            report = recover_log(relay, scan_from=scan_from, index_name=INDEX_NAME)
+            if report.changed:
+                for line in report.lines:
+                    self.progress.message(f"relay log recovery: {line}")
+            point = derive(relay, INDEX_NAME)
+            self.relay_progress.on_recovered(point, _relay_end(index))
+        return point
 
     def _open_writer(self, tracker: SourceTracker) -> RelayLogWriter:
         relay = self.config.state.relay_dir
         index = LogIndex(relay / INDEX_NAME)
         names = index.names() if index.exists() else []
-        return RelayLogWriter.open(
-            relay,
-            max_file_size=self.config.receiver.max_relay_file_size,
-            server_id=self.config.source.server_id,
-            scan_from=names[-1] if names else None,
-            preamble=tracker.context_events,
-        )
+        with self.relay_progress.index_lock:
+            writer = RelayLogWriter.open(
+                relay,
+                max_file_size=self.config.receiver.max_relay_file_size,
+                server_id=self.config.source.server_id,
+                scan_from=names[-1] if names else None,
+                preamble=tracker.context_events,
+            )
+        self.relay_progress.on_synced(writer.position)  # the new file's header is durable
+        return writer
 
     def _close_writer(self, session: _Session) -> None:
         """Sync and close at a boundary; inside a transaction the file keeps IN_USE and the next
@@ -361,7 +377,9 @@ class Receiver:
             session.schedule.on_transaction(now)
         elif _is_source_rotate(group):
             crash_point("receiver_before_source_rotate")
-            session.writer.rotate()  # fsyncs the old file: everything before is durable
+            with self.relay_progress.index_lock:
+                session.writer.rotate()  # fsyncs the old file: everything before is durable
+            self.relay_progress.on_synced(session.writer.position)
             session.schedule.on_synced()
             session.durable = session.tracker.position
         if session.schedule.due(now):
@@ -398,10 +416,20 @@ class Receiver:
             )
 
     def _sync(self, session: _Session) -> None:
-        session.writer.sync()
+        with self.relay_progress.index_lock:  # a sync may rotate, which changes the index
+            synced = session.writer.sync()
         crash_point("receiver_after_sync")
+        self.relay_progress.on_synced(synced)
         session.schedule.on_synced()
         session.durable = session.tracker.position
+
+
+def _relay_end(index: LogIndex) -> RelayPosition | None:
+    """The end of the (recovered) relay log: its newest file's size."""
+    names = index.names() if index.exists() else []
+    if not names:
+        return None
+    return RelayPosition(names[-1], (index.folder / names[-1]).stat().st_size)
 
 
 def _is_source_rotate(group: EventGroup) -> bool:

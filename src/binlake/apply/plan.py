@@ -1,0 +1,300 @@
+"""Batch planning (pure): which relay-log groups change which tables, and where batches end.
+
+``classify`` turns one complete relay-log group into a ``Unit``:
+
+* ``ROWS``: a transaction (or a row statement of a non-transactional engine) with rows events
+  for replicated tables: each rows event with the TABLE_MAP in force for it (the one logged in
+  the same transaction, never the source's current schema);
+* ``DDL``: a standalone statement ``parse_ddl`` recognises that names a replicated table (or
+  drops a database);
+* ``NONE``: nothing for the lake (other tables, a rollback, GRANT, a control event...).
+
+Statement-format changes are refused (``StatementFormatError``): a DML QUERY inside a
+transaction or standing alone, when it may touch a replicated table; so are rows events without
+their TABLE_MAP and XA transactions on replicated tables (``ApplyError``).
+
+``BatchBuilder`` groups units into batches bounded by transactions, bytes and seconds; a DDL
+unit ends the batch before it and is a batch alone, and so does a table whose TABLE_MAP
+changes inside a batch (the rows before and after it have different shapes).
+
+A transaction T is applied to table X iff T touches X and T's source position is after X's
+applied position (``is_new_for``): positions are the source's (file, end offset), stable
+across refetches; each table's applied position is the one its newest binlake snapshot
+carries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from binlake.apply.ddl_parse import parse_ddl
+from binlake.apply.ddl_statements import DdlStatement, DropDatabase
+from binlake.apply.relay_reader import RelayGroup
+from binlake.binlog.events import QueryEvent
+from binlake.binlog.rows import RowsEvent
+from binlake.binlog.tablemap import TableMap
+from binlake.binlog.transactions import GroupKind
+from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError
+from binlake.source.restart import SourcePosition
+
+Selected = Callable[[str], bool]
+
+#: QUERY keywords that change rows: in a ROW-format binlog they never carry data.
+DML_KEYWORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD"})
+_NAME = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_$]+)"
+_TARGET = re.compile(
+    rf"^\s*(?:INSERT|REPLACE)\s+(?:(?:LOW_PRIORITY|DELAYED|HIGH_PRIORITY|IGNORE)\s+)*"
+    rf"(?:INTO\s+)?(?P<a>{_NAME}(?:\s*\.\s*{_NAME})?)"
+    rf"|^\s*UPDATE\s+(?:(?:LOW_PRIORITY|IGNORE)\s+)*(?P<b>{_NAME}(?:\s*\.\s*{_NAME})?)\s+SET\b"
+    rf"|^\s*DELETE\s+(?:(?:LOW_PRIORITY|QUICK|IGNORE)\s+)*FROM\s+"
+    rf"(?P<c>{_NAME}(?:\s*\.\s*{_NAME})?)\s*(?:WHERE\b|ORDER\b|LIMIT\b|RETURNING\b|;|$)",
+    re.IGNORECASE,
+)
+
+
+_PART = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)")
+
+
+class UnitKind(Enum):
+    ROWS = "rows"
+    DDL = "ddl"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class TableRows:
+    """One rows event of a replicated table with the TABLE_MAP in force for it."""
+
+    table_map: TableMap
+    event: RowsEvent
+    #: Offset of the event in its relay file (for messages).
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One relay-log group as the applier sees it."""
+
+    group: RelayGroup
+    kind: UnitKind
+    rows: tuple[TableRows, ...] = ()
+    ddl: DdlStatement | None = None
+    #: Replicated tables (``db.table``) it touches.
+    tables: frozenset[str] = frozenset()
+
+    @property
+    def position(self) -> SourcePosition:
+        position = self.group.position
+        if position is None:
+            raise LogCorruptionError(
+                "a transaction in the relay log has no source position (no ROTATE or context "
+                "preamble before it)",
+                file=self.group.relay_file,
+                offset=self.group.group.start_offset,
+            )
+        return position
+
+    @property
+    def is_transaction(self) -> bool:
+        """Counts for the relay-log checkpoint (MDEV-181): every group but a control event."""
+        return self.group.group.is_transaction
+
+
+def is_new_for(position: SourcePosition, applied: SourcePosition | None) -> bool:
+    """Whether a transaction ending at ``position`` is not yet in a table at ``applied``."""
+    return applied is None or position.key() > applied.key()
+
+
+# ---- classifying groups -------------------------------------------------------------------------
+
+
+def classify(group: RelayGroup, selected: Selected) -> Unit:
+    """The ``Unit`` of one relay-log group; ``selected`` says whether ``db.table`` is
+    replicated."""
+    kind = group.group.kind
+    if kind in (GroupKind.CONTROL, GroupKind.ROLLBACK):
+        return Unit(group, UnitKind.NONE)
+    if kind is GroupKind.STATEMENT and _is_query_statement(group):
+        return _statement(group, selected)
+    rows = _rows(group, selected)
+    tables = frozenset(r.table_map.qualified_name for r in rows)
+    if kind is GroupKind.XA_PREPARE and tables:
+        raise ApplyError(
+            f"an XA transaction changes {', '.join(sorted(tables))}; binlake does not apply XA "
+            "transactions (their commit is a separate event)",
+            file=group.relay_file,
+            offset=group.group.start_offset,
+            table=min(tables),
+        )
+    return Unit(group, UnitKind.ROWS if rows else UnitKind.NONE, rows, tables=tables)
+
+
+def _is_query_statement(group: RelayGroup) -> bool:
+    return any(isinstance(e.payload, QueryEvent) for e in group.group.events)
+
+
+def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
+    maps: dict[int, TableMap] = {}
+    out: list[TableRows] = []
+    for event in group.group.events:
+        payload = event.payload
+        if isinstance(payload, TableMap):
+            maps[payload.table_id] = payload
+        elif isinstance(payload, RowsEvent):
+            table_map = maps.get(payload.table_id)
+            if table_map is None:
+                raise ApplyError(
+                    f"{payload.type_name} for table id {payload.table_id} has no TABLE_MAP "
+                    "before it in its transaction",
+                    file=group.relay_file,
+                    offset=event.offset,
+                    hint="the relay log is not a row-based binlog binlake can apply; check "
+                    "binlog_format=ROW on the source",
+                )
+            if selected(table_map.qualified_name):
+                out.append(TableRows(table_map, payload, event.offset))
+        elif isinstance(payload, QueryEvent) and payload.keyword in DML_KEYWORDS:
+            _refuse_statement(payload, group, event.offset, selected)
+    return tuple(out)
+
+
+def _statement(group: RelayGroup, selected: Selected) -> Unit:
+    query = next(e for e in group.group.events if isinstance(e.payload, QueryEvent))
+    payload = query.payload
+    assert isinstance(payload, QueryEvent)
+    if payload.keyword in DML_KEYWORDS:
+        _refuse_statement(payload, group, query.offset, selected)
+        return Unit(group, UnitKind.NONE)
+    ddl = parse_ddl(payload.database, payload.text, replicated=selected)
+    if ddl is None:
+        return Unit(group, UnitKind.NONE)
+    tables = frozenset(t.qualified for t in ddl.tables if selected(t.qualified))
+    if not tables and not isinstance(ddl, DropDatabase):
+        return Unit(group, UnitKind.NONE)
+    return Unit(group, UnitKind.DDL, ddl=ddl, tables=tables)
+
+
+def statement_target(database: str, query: str) -> str | None:
+    """``db.table`` a single-table INSERT/REPLACE/UPDATE/DELETE writes; None when it cannot
+    be told (multi-table statements, unusual syntax)."""
+    match = _TARGET.match(query)
+    if match is None:
+        return None
+    name = match.group("a") or match.group("b") or match.group("c")
+    parts = [q.replace("``", "`") if q else p for q, p in _PART.findall(name)]
+    return ".".join(parts) if len(parts) == 2 else f"{database}.{parts[0]}"
+
+
+def _refuse_statement(
+    payload: QueryEvent, group: RelayGroup, offset: int, selected: Selected
+) -> None:
+    target = statement_target(payload.database, payload.text)
+    if target is not None and not selected(target):
+        return
+    shown = " ".join(payload.text.split())[:120]
+    raise StatementFormatError(
+        f"binlog_format must be ROW: the relay log holds a statement-format change "
+        f"({shown!r}) at source position {group.position}",
+        file=group.relay_file,
+        offset=offset,
+        table=target,
+    )
+
+
+# ---- batches ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bounds:
+    max_transactions: int = 10_000
+    max_bytes: int = 64 * 1024 * 1024
+    max_seconds: float = 2.0
+
+
+@dataclass
+class Batch:
+    """Whole units, in relay-log order, applied together (a DDL unit is a batch alone)."""
+
+    units: list[Unit]
+    started: float
+    bytes: int = 0
+    #: Per table, the shape (TABLE_MAP without its table id) its rows have in this batch.
+    shapes: dict[str, TableMap] = field(default_factory=dict)
+
+    @property
+    def is_ddl(self) -> bool:
+        return len(self.units) == 1 and self.units[0].kind is UnitKind.DDL
+
+    @property
+    def last(self) -> RelayGroup:
+        return self.units[-1].group
+
+    @property
+    def position(self) -> SourcePosition:
+        """The source position of the batch's end (the last unit with one)."""
+        for unit in reversed(self.units):
+            if unit.group.position is not None:
+                return unit.group.position
+        return self.units[-1].position  # raises: no unit has a position
+
+    def transactions_per_file(self) -> Counter[str]:
+        """Transactions per relay file, for the checkpoint counts."""
+        return Counter(u.group.relay_file for u in self.units if u.is_transaction)
+
+    @property
+    def transactions(self) -> int:
+        return sum(1 for u in self.units if u.is_transaction)
+
+
+def shape(table_map: TableMap) -> TableMap:
+    """A TABLE_MAP without what changes while the table does not (its id, its flags)."""
+    return dataclasses.replace(table_map, table_id=0, flags=0)
+
+
+class BatchBuilder:
+    """Groups units into batches (see the module docstring); ``add`` and ``flush`` return the
+    batches that are complete, in order."""
+
+    def __init__(self, bounds: Bounds) -> None:
+        self.bounds = bounds
+        self._open: Batch | None = None
+
+    @property
+    def open_batch(self) -> Batch | None:
+        return self._open
+
+    def add(self, unit: Unit, now: float) -> list[Batch]:
+        done: list[Batch] = []
+        if unit.kind is UnitKind.DDL:
+            done += self.flush()
+            done.append(Batch([unit], now, unit.group.size))
+            return done
+        shapes = {r.table_map.qualified_name: shape(r.table_map) for r in unit.rows}
+        batch = self._open
+        if batch is not None and any(
+            batch.shapes.get(table, s) != s for table, s in shapes.items()
+        ):
+            done += self.flush()
+            batch = None
+        if batch is None:
+            batch = self._open = Batch([], now)
+        batch.units.append(unit)
+        batch.bytes += unit.group.size
+        batch.shapes.update(shapes)
+        if len(batch.units) >= self.bounds.max_transactions or batch.bytes >= self.bounds.max_bytes:
+            done += self.flush()
+        return done
+
+    def due(self, now: float) -> bool:
+        """The open batch has been open for ``max_seconds``."""
+        batch = self._open
+        return batch is not None and now - batch.started >= self.bounds.max_seconds
+
+    def flush(self) -> list[Batch]:
+        batch, self._open = self._open, None
+        return [batch] if batch is not None and batch.units else []

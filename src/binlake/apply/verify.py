@@ -1,0 +1,409 @@
+"""`binlake verify`: each replicated table in the source equals its Iceberg table at the same
+source position (docs/recovery.md, "Verify").
+
+1. Open a consistent snapshot on the source; its binlog position is P (``verify_source``).
+2. Until ``--timeout``: find, per table, the Iceberg snapshot holding the table as it was at P
+   (``verify_plan.decide``: exact at P, or at Q < P with nothing in (Q, P] touching the table per
+   the relay log), waiting for the applier while it has not got there.
+3. Read the source table in the snapshot and the Iceberg table at that snapshot, normalise every
+   value of both through ``canonical`` and compare counts, checksums and keys
+   (``verify_compare``).
+4. Tables whose state at P no Iceberg snapshot holds (a batch stepped over P) are tried again
+   with a new snapshot and a new P, at most ``attempts`` times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from binlake.apply.canonical import (
+    VerifyColumn,
+    key_text,
+    lake_expression,
+    lake_type_of,
+    lake_value,
+    mapping_problem,
+    row_hash,
+    source_values,
+)
+from binlake.apply.iceberg_meta import LakeTable, read_table
+from binlake.apply.lake_target import LakeTarget, lake_target
+from binlake.apply.relay_scan import RelayFollower
+from binlake.apply.spark import SparkSettings, build_session, spark_errors, stop_session
+from binlake.apply.verify_compare import Differences, KeyedComparison, MultisetComparison
+from binlake.apply.verify_errors import (
+    CatchUpTimeoutError,
+    TableMissingInLakeError,
+    TableNotInSourceError,
+    VerifyRetriesExhaustedError,
+)
+from binlake.apply.verify_plan import Decision, Exact, Retry, Wait, decide, scan_start
+from binlake.apply.verify_source import SnapshotSession, SourceTable
+from binlake.config import Config
+from binlake.errors import BinlakeError
+from binlake.source.client import ConnectionSettings
+from binlake.source.restart import SourcePosition
+
+Lineage = Callable[[tuple[str, ...]], LakeTable | None]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    #: ``db.table`` names; None: every replicated table of the source.
+    tables: tuple[str, ...] | None = None
+    max_differences: int = 10
+    timeout_s: float = 300.0
+    attempts: int = 5
+    poll_s: float = 0.5
+
+
+@dataclass
+class TableResult:
+    table: str
+    lake_table: str
+    #: ok | different | schema | error
+    status: str
+    position: SourcePosition | None = None
+    lake_position: SourcePosition | None = None
+    snapshot_id: int | None = None
+    keyless: bool = False
+    source_rows: int = 0
+    lake_rows: int = 0
+    source_checksum: str = ""
+    lake_checksum: str = ""
+    differences: Differences = field(default_factory=Differences)
+    schema_problems: tuple[str, ...] = ()
+    error: BinlakeError | None = None
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class VerifyReport:
+    results: list[TableResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+
+class Verifier:
+    """One verify run; ``spark`` starts (or returns) the session when a table is compared."""
+
+    def __init__(
+        self,
+        spark: Callable[[], SparkSession],
+        target: LakeTarget,
+        settings: ConnectionSettings,
+        relay_dir: Path,
+        lineage: Lineage,
+        options: VerifyOptions,
+        progress: Progress | None = None,
+    ) -> None:
+        self.spark = spark
+        self.target = target
+        self.settings = settings
+        self.relay_dir = relay_dir
+        self.lineage = lineage
+        self.options = options
+        self.progress = progress or (lambda _message: None)
+
+    def run(self) -> VerifyReport:
+        with SnapshotSession(self.settings) as session:
+            tables = self._tables(session)
+            results = self._attempts(session, tables)
+        return VerifyReport([results[t] for t in tables])
+
+    # ---- which tables ------------------------------------------------------------------------
+
+    def _tables(self, session: SnapshotSession) -> list[str]:
+        existing = session.base_tables()
+        if self.options.tables is None:
+            tables = [t for t in existing if self.target.selected(t)]
+        else:
+            tables = list(dict.fromkeys(self.options.tables))
+            for name in tables:
+                if name not in existing:
+                    raise TableNotInSourceError(f"{name} is not a table of the source", table=name)
+        for name in tables:
+            if self.lineage(self.target.identifier(name)) is None:
+                lake = self.target.lake_table(name)
+                raise TableMissingInLakeError(
+                    f"{name} has no Iceberg table ({lake})", table=name, lake_table=lake
+                )
+        return tables
+
+    # ---- attempts, waiting -------------------------------------------------------------------
+
+    def _attempts(self, session: SnapshotSession, tables: list[str]) -> dict[str, TableResult]:
+        deadline = time.monotonic() + self.options.timeout_s
+        results: dict[str, TableResult] = {}
+        pending = list(tables)
+        reasons: dict[str, str] = {}
+        for attempt in range(1, self.options.attempts + 1):
+            position = session.begin()
+            try:
+                self.progress(f"attempt {attempt}: source snapshot at {position}")
+                decisions, follower = self._wait(pending, position, deadline)
+                for name in pending:
+                    decision = decisions[name]
+                    if isinstance(decision, Retry):
+                        reasons[name] = decision.reason
+                        self.progress(f"{name}: retrying: {decision.reason}")
+                        continue
+                    results[name] = self._finish(session, name, position, decision, follower)
+                    results[name].attempts = attempt
+            finally:
+                session.end()
+            pending = [t for t in pending if t not in results]
+            if not pending:
+                break
+        for name in pending:
+            error = VerifyRetriesExhaustedError(
+                f"after {self.options.attempts} attempts its state at the snapshot position was "
+                f"never in an Iceberg snapshot ({reasons.get(name, '?')})",
+                table=name,
+                attempts=self.options.attempts,
+            )
+            results[name] = self._error(name, error, self.options.attempts)
+        return results
+
+    def _wait(
+        self, tables: Sequence[str], position: SourcePosition, deadline: float
+    ) -> tuple[dict[str, Decision], RelayFollower]:
+        lineages = {name: self._lineage(name) for name in tables}
+        follower = RelayFollower(
+            self.relay_dir,
+            after=_scan_start(lineages.values(), position),
+            keep=lambda txn: any(txn.touches(name) for name in tables),
+        )
+        said: dict[str, str] = {}
+        while True:
+            follower.refresh()
+            decisions = {n: decide(lineages[n], n, position, follower) for n in tables}
+            waiting = [n for n, d in decisions.items() if isinstance(d, Wait)]
+            if not waiting or time.monotonic() >= deadline:
+                return decisions, follower
+            for name in waiting:
+                decision = decisions[name]
+                assert isinstance(decision, Wait)
+                if said.get(name) != decision.reason:
+                    said[name] = decision.reason
+                    self.progress(f"{name}: waiting: {decision.reason}")
+            time.sleep(self.options.poll_s)
+            lineages.update({name: self._lineage(name) for name in waiting})
+
+    def _lineage(self, name: str) -> LakeTable:
+        table = self.lineage(self.target.identifier(name))
+        if table is None:
+            lake = self.target.lake_table(name)
+            raise TableMissingInLakeError(
+                f"{name}: its Iceberg table {lake} disappeared during verify",
+                table=name,
+                lake_table=lake,
+            )
+        return table
+
+    def _finish(
+        self,
+        session: SnapshotSession,
+        name: str,
+        position: SourcePosition,
+        decision: Decision,
+        follower: RelayFollower,
+    ) -> TableResult:
+        if isinstance(decision, Wait):
+            applied = self._lineage(name).latest_binlake
+            error = CatchUpTimeoutError(
+                f"not at {position} after {self.options.timeout_s:g} s: {decision.reason}",
+                table=name,
+                target=str(position),
+                applied=None if applied is None else str(applied.position),
+                relay_end=None if follower.end is None else str(follower.end),
+            )
+            return self._error(name, error, 1)
+        assert isinstance(decision, Exact)
+        self.progress(f"{name}: comparing at {position}")
+        return self._compare(session, name, position, decision)
+
+    def _error(self, name: str, error: BinlakeError, attempts: int) -> TableResult:
+        lake = self.target.lake_table(name)
+        return TableResult(name, lake, "error", error=error, attempts=attempts)
+
+    # ---- comparing ---------------------------------------------------------------------------
+
+    def _compare(
+        self, session: SnapshotSession, name: str, position: SourcePosition, decision: Exact
+    ) -> TableResult:
+        lake_name = self.target.lake_table(name)
+        snapshot = decision.snapshot
+        result = TableResult(
+            name,
+            lake_name,
+            "ok",
+            position=position,
+            lake_position=decision.position,
+            snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+        )
+        source = session.describe(name)
+        if source is None:
+            raise TableNotInSourceError(f"{name} disappeared from the source", table=name)
+        frame = self._lake_frame(lake_name, result.snapshot_id)
+        columns, problems = _columns(source, frame.schema)
+        if problems:
+            result.status, result.schema_problems = "schema", tuple(problems)
+            return result
+        result.keyless = not source.key
+        limit = self.options.max_differences
+        if source.key:
+            keyed = KeyedComparison(limit)
+            self._feed_keyed(keyed, session, source, columns, frame)
+            result.differences = keyed.finish()
+            digests = keyed.source, keyed.lake
+        else:
+            multiset = MultisetComparison(limit)
+            self._feed_multiset(multiset, session, source, columns, frame)
+            result.differences = multiset.finish()
+            digests = multiset.source, multiset.lake
+        result.source_rows, result.lake_rows = digests[0].rows, digests[1].rows
+        result.source_checksum, result.lake_checksum = (d.checksum_hex for d in digests)
+        if result.differences.total or result.source_checksum != result.lake_checksum:
+            result.status = "different"
+        return result
+
+    def _lake_frame(self, lake_name: str, snapshot_id: int | None) -> Any:
+        reader = self.spark().read
+        if snapshot_id is not None:
+            reader = reader.option("snapshot-id", str(snapshot_id))
+        with spark_errors(f"read {lake_name}", lake_name):
+            frame = reader.table(lake_name)
+        return frame if snapshot_id is not None else frame.limit(0)
+
+    def _feed_keyed(
+        self,
+        comparison: KeyedComparison,
+        session: SnapshotSession,
+        source: SourceTable,
+        columns: list[VerifyColumn],
+        frame: Any,
+    ) -> None:
+        key_index = [next(i for i, c in enumerate(columns) if c.name == k) for k in source.key]
+        key_columns = [columns[i] for i in key_index]
+        for row in session.rows(source.name, columns):
+            values = source_values(columns, row)
+            key = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_source(key, row_hash(columns, values))
+        for values in _lake_rows(frame, columns):
+            key = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_lake(key, row_hash(columns, values))
+
+    def _feed_multiset(
+        self,
+        comparison: MultisetComparison,
+        session: SnapshotSession,
+        source: SourceTable,
+        columns: list[VerifyColumn],
+        frame: Any,
+    ) -> None:
+        for row in session.rows(source.name, columns):
+            comparison.add_source(row_hash(columns, source_values(columns, row)))
+        for values in _lake_rows(frame, columns):
+            comparison.add_lake(row_hash(columns, values))
+
+
+def _scan_start(lineages: Iterable[LakeTable], position: SourcePosition) -> SourcePosition | None:
+    starts = [scan_start(table, position) for table in lineages]
+    known = [s for s in starts if s is not None]
+    if not known or len(known) < len(starts):
+        return None
+    return min(known, key=lambda p: p.key())
+
+
+def _columns(source: SourceTable, schema: Any) -> tuple[list[VerifyColumn], list[str]]:
+    """The columns in source order with their lake types, or the reasons they do not match."""
+    lake_fields = {f.name: f.dataType for f in schema.fields}
+    problems: list[str] = []
+    columns: list[VerifyColumn] = []
+    for column in source.columns:
+        data_type = lake_fields.pop(column.name, None)
+        if data_type is None:
+            problems.append(f"column {column.name} is missing in the lake")
+            continue
+        lake = lake_type_of(data_type)
+        if lake is None:
+            problems.append(f"column {column.name}: lake type {data_type.simpleString()}")
+            continue
+        verify_column = VerifyColumn(column.name, lake[0], lake[1], column.data_type)
+        problem = mapping_problem(verify_column)
+        if problem is not None:
+            problems.append(problem)
+        columns.append(verify_column)
+    problems += [f"column {name} is in the lake but not in the source" for name in lake_fields]
+    return columns, problems
+
+
+def _lake_rows(frame: Any, columns: Sequence[VerifyColumn]) -> Iterable[list[Any]]:
+    selected = frame.selectExpr(*(lake_expression(c) for c in columns))
+    with spark_errors("read the lake table"):
+        for row in selected.toLocalIterator(prefetchPartitions=True):
+            yield [lake_value(c, v) for c, v in zip(columns, row, strict=True)]
+
+
+def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettings:
+    """The Spark session the target's catalog is read through."""
+    return SparkSettings(
+        master=target.master,
+        app_name=app_name,
+        warehouse=target.warehouse,
+        catalog=target.catalog,
+        conf=dict(target.spark_conf),
+    )
+
+
+def verify_config(
+    config: Config,
+    options: VerifyOptions,
+    progress: Progress | None = None,
+    *,
+    target: LakeTarget | None = None,
+    spark_session: SparkSession | None = None,
+) -> VerifyReport:
+    """Verify the tables ``config`` replicates. Spark starts only when a table is read, unless
+    a running ``spark_session`` is given (it is then left running)."""
+    target = target if target is not None else lake_target(config)
+    given = [spark_session] if spark_session is not None else []
+    started: list[SparkSession] = []
+
+    def spark() -> SparkSession:
+        if given:
+            return given[0]
+        if not started:
+            started.append(build_session(spark_settings(target, "binlake-verify")))
+        return started[0]
+
+    def lineage(identifier: tuple[str, ...]) -> LakeTable | None:
+        if target.embedded:
+            return read_table(target.warehouse, identifier)
+        from binlake.apply.lake_catalog import spark_table_lineage, table_exists
+
+        if not table_exists(spark(), target, identifier):
+            return None
+        return spark_table_lineage(spark(), target, identifier)
+
+    settings = config.source.connection_settings()
+    verifier = Verifier(spark, target, settings, config.state.relay_dir, lineage, options, progress)
+    try:
+        return verifier.run()
+    finally:
+        for session in started:
+            stop_session(session)

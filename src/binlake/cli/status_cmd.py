@@ -1,0 +1,129 @@
+"""`binlake status`: source position, relay end, checkpoint, per-table applied position and lag,
+relay size on disk. Read-only: it takes no lock and runs no recovery, so it works beside a
+running `binlake replicate`. ``--json`` prints one object (``binlake.apply.status.status_json``,
+a stable interface).
+
+Spark starts only for a catalog other than the embedded one (whose metadata files are read
+directly); an unreachable source is reported in the output, never fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from binlake.apply.lake_target import LakeTarget, lake_target
+from binlake.apply.status import StatusReport, TableStatus, collect_status, status_json
+from binlake.config import load_config
+
+if TYPE_CHECKING:
+    from binlake.apply.iceberg_meta import LakeTable
+
+
+def register(commands: Any) -> None:
+    status = commands.add_parser(
+        "status",
+        help="where the source, the relay log and every lake table stand: positions, lag in "
+        "bytes and seconds, relay size (read-only)",
+    )
+    status.add_argument(
+        "--config", required=True, type=Path, metavar="F", help="binlake's TOML config file"
+    )
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.set_defaults(handler=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    report = collect_status(config, lake_target(config), _spark_tables)
+    if args.json:
+        print(json.dumps(status_json(report), indent=2, sort_keys=False))
+    else:
+        print(render_status(report))
+    return 0
+
+
+def _spark_tables(target: LakeTarget) -> list[LakeTable]:
+    """Tables of a non-embedded catalog, through a Spark session started for this."""
+    from binlake.apply.lake_catalog import spark_lake_tables
+    from binlake.apply.spark import build_session, stop_session
+    from binlake.apply.verify import spark_settings
+
+    spark = build_session(spark_settings(target, "binlake-status"))
+    try:
+        return spark_lake_tables(spark, target)
+    finally:
+        stop_session(spark)
+
+
+def human_bytes(count: int | None) -> str:
+    if count is None:
+        return "-"
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{count} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{count} B"
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def render_status(report: StatusReport) -> str:
+    source, relay = report.source, report.relay
+    lines = []
+    if source.reachable:
+        total = sum(size for _, size in source.binlog_files)
+        lines.append(
+            f"source     {source.address}  at {source.position or '-'}  "
+            f"({len(source.binlog_files)} binlog files, {human_bytes(total)})"
+        )
+    else:
+        lines.append(f"source     {source.address}  UNREACHABLE: {source.error}")
+        if source.error is not None:
+            lines.append(f"           hint: {source.error.hint}")
+    behind = "" if relay.behind_source_bytes is None else f", {relay.behind_source_bytes} B behind"
+    lines.append(
+        f"relay      at {relay.end or '-'}{behind}  "
+        f"({relay.files} files, {human_bytes(relay.bytes)} in {relay.dir})"
+    )
+    checkpoint = relay.checkpoint or "none recorded"
+    if relay.checkpoint_error is not None:
+        checkpoint = f"unreadable: {relay.checkpoint_error}"
+    lines.append(f"checkpoint {checkpoint}")
+    lines.append(f"lake       catalog {report.catalog} in {report.warehouse}")
+    lines.append(f"tables     {len(report.tables)}")
+    if report.tables:
+        lines += _table_lines(report.tables)
+    return "\n".join(lines)
+
+
+_HEADER = ("TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "COMMITTED")
+
+
+def _table_lines(tables: tuple[TableStatus, ...]) -> list[str]:
+    rows = [_HEADER] + [_row(t) for t in tables]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+
+
+def _row(table: TableStatus) -> tuple[str, ...]:
+    applied = str(table.applied_position) if table.applied_position else "(nothing applied)"
+    seconds = "-" if table.lag_seconds is None else f"{table.lag_seconds:.1f}"
+    committed = None if table.committed_at_ms is None else table.committed_at_ms / 1000
+    return (
+        table.source_table or table.lake_table,
+        applied,
+        "-" if table.pending_transactions is None else str(table.pending_transactions),
+        "-" if table.lag_bytes is None else str(table.lag_bytes),
+        seconds,
+        _when(committed),
+    )

@@ -1,0 +1,110 @@
+"""Pieces of `binlake status`: byte distances across binlog files, and Iceberg metadata read
+straight from a Hadoop catalog folder (the table spec's JSON, the version hint's rules)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from binlake.apply.iceberg_meta import find_tables, read_table
+from binlake.apply.lake_target import LakeTarget
+from binlake.apply.status import bytes_between
+from binlake.source.restart import SourcePosition
+
+FILES = (("mariadb-bin.000001", 1000), ("mariadb-bin.000002", 500), ("mariadb-bin.000003", 300))
+
+
+def p(number: int, offset: int) -> SourcePosition:
+    return SourcePosition(f"mariadb-bin.{number:06d}", offset)
+
+
+def test_bytes_between_positions_count_across_files_with_their_sizes() -> None:
+    assert bytes_between(p(3, 100), p(3, 300), FILES) == 200
+    assert bytes_between(p(1, 900), p(3, 40), FILES) == 100 + 500 + 40
+    assert bytes_between(p(3, 300), p(2, 4), FILES) == 0, "ahead counts as nothing behind"
+    assert bytes_between(p(9, 4), p(10, 4), FILES) is None, "a file no longer listed"
+
+
+def metadata(snapshots: list[dict[str, Any]], main: int | None) -> dict[str, Any]:
+    data: dict[str, Any] = {"format-version": 2, "snapshots": snapshots}
+    if main is not None:
+        data["refs"] = {"main": {"snapshot-id": main, "type": "branch"}}
+        data["current-snapshot-id"] = main
+    return data
+
+
+def snap(sid: int, parent: int | None, position: str | None = None) -> dict[str, Any]:
+    summary = {"operation": "append"}
+    if position is not None:
+        summary["binlake.position"] = position
+    out: dict[str, Any] = {"snapshot-id": sid, "timestamp-ms": sid * 1000, "summary": summary}
+    if parent is not None:
+        out["parent-snapshot-id"] = parent
+    return out
+
+
+def write_version(table_dir: Path, version: int, data: dict[str, Any], gz: bool = False) -> None:
+    meta = table_dir / "metadata"
+    meta.mkdir(parents=True, exist_ok=True)
+    raw = json.dumps(data).encode()
+    if gz:
+        (meta / f"v{version}.gz.metadata.json").write_bytes(gzip.compress(raw))
+    else:
+        (meta / f"v{version}.metadata.json").write_bytes(raw)
+
+
+def test_the_current_version_follows_a_lagging_hint_and_reads_compressed_files(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "shop" / "orders"
+    write_version(table, 1, metadata([], None))
+    write_version(table, 2, metadata([snap(1, None, "f.000001:100")], 1))
+    lineage = [snap(1, None, "f.000001:100"), snap(2, 1, "f.000001:200"), snap(3, 2)]
+    write_version(table, 3, metadata(lineage, 3), gz=True)
+    (table / "metadata" / "version-hint.text").write_text("2\n")
+    lake = read_table(tmp_path, ("shop", "orders"))
+    assert lake is not None
+    assert [s.snapshot_id for s in lake.lineage] == [3, 2, 1]
+    latest = lake.latest_binlake
+    assert latest is not None and str(latest.position) == "f.000001:200"
+    assert not lake.lineage_cut
+
+
+def test_the_lineage_is_the_main_branch_and_an_expired_parent_cuts_it(tmp_path: Path) -> None:
+    table = tmp_path / "ns" / "t"
+    rolled_back = snap(4, 2, "f.000001:900")
+    write_version(table, 1, metadata([snap(2, 1, "f.000001:200"), snap(3, 2), rolled_back], 3))
+    lake = read_table(tmp_path, ("ns", "t"))
+    assert lake is not None
+    assert [s.snapshot_id for s in lake.lineage] == [3, 2] and lake.lineage_cut
+    latest = lake.latest_binlake
+    assert latest is not None and str(latest.position) == "f.000001:200"
+
+
+def test_tables_are_found_at_any_namespace_depth_and_empty_ones_have_no_position(
+    tmp_path: Path,
+) -> None:
+    write_version(tmp_path / "a" / "t1", 1, metadata([], None))
+    write_version(tmp_path / "a" / "b" / "t2", 1, metadata([], None))
+    (tmp_path / "a" / "not_a_table").mkdir()
+    assert find_tables(tmp_path) == [("a", "b", "t2"), ("a", "t1")]
+    empty = read_table(tmp_path, ("a", "t1"))
+    assert empty is not None and empty.lineage == () and empty.latest_binlake is None
+    assert find_tables(tmp_path / "missing") == []
+
+
+def test_namespace_map_and_table_globs() -> None:
+    target = LakeTarget(
+        warehouse=Path("/w"),
+        namespace_map={"shop": "retail"},
+        include=("shop.*", "crm.customers"),
+        exclude=("shop.tmp_*",),
+    )
+    assert target.lake_table("shop.orders") == "`lake`.`retail`.`orders`"
+    assert target.source_table(("retail", "orders")) == "shop.orders"
+    assert target.source_table(("shop", "orders")) is None, "shop maps elsewhere"
+    assert target.selected("shop.orders") and target.selected("crm.customers")
+    assert not target.selected("shop.tmp_1") and not target.selected("crm.leads")
+    assert not LakeTarget(warehouse=Path("/w")).selected("mysql.user")
