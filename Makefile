@@ -6,6 +6,7 @@
 #                    (python -m binlake.apply.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
 #   make lint        ruff check, ruff format --check, mypy --strict
+#   make soak        the slow soak (kill -9 at random during a mixed workload), MINUTES=5
 #   make demo        deps + venv + spark-deps, then scripts/demo.py
 #   make bench       deps + venv + spark-deps + bench extra, then every bench/*.py
 #   make clean       remove .venv and caches (not the jar cache in ~/.cache/binlake)
@@ -40,7 +41,10 @@ JARJAR_APT_PACKAGE := libjarjar-java
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: deps venv spark-deps test lint demo bench clean
+# Minutes of `make soak` (replicate killed at random moments during a workload with DDL).
+MINUTES ?= 5
+
+.PHONY: deps venv spark-deps test soak lint demo bench clean
 
 deps:
 	@missing=""; \
@@ -84,6 +88,9 @@ test: deps venv spark-deps
 	@rc=0; $(VENV)/bin/pytest -m "not slow" --durations=15 $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
 	exit $$rc
+
+soak: deps venv spark-deps
+	SOAK_MINUTES=$(MINUTES) $(VENV)/bin/pytest -m slow -s tests/crash/test_applier_soak.py $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -23,6 +23,7 @@ from binlake.apply.commit import execute_with_commit_properties
 from binlake.apply.ddl import create_table_statements
 from binlake.apply.frames import dataframe_from_arrow
 from binlake.apply.lake_target import LakeTarget
+from binlake.apply.schema import changelog_schema
 from binlake.apply.types import LakeSchema, lake_schema, to_row_values
 from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.rows import ABSENT, RowsEvent, decode_rows
@@ -58,6 +59,8 @@ class ReplayedTable:
     hints: dict[int, str]
     rows: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
     serial: int = 0
+    #: Every row image in source order with its change-log operation (FULL images).
+    log: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
 
     @property
     def schema(self) -> LakeSchema:
@@ -65,6 +68,17 @@ class ReplayedTable:
 
     def lake_rows(self) -> list[tuple[Any, ...]]:
         return [to_row_values(r, self.table_map, hints=self.hints) for r in self.rows.values()]
+
+    @property
+    def changelog_schema(self) -> LakeSchema:
+        return changelog_schema(self.table_map, self.hints)
+
+    def changelog_rows(self, position: SourcePosition) -> list[tuple[Any, ...]]:
+        """The change-log rows the applier appends for a table without a key."""
+        return [
+            (*to_row_values(image, self.table_map, hints=self.hints), op, str(position), seq)
+            for seq, (op, image) in enumerate(self.log)
+        ]
 
 
 def replay(
@@ -117,6 +131,7 @@ def _apply(
     table = out.setdefault(tm.qualified_name, ReplayedTable(tm, hints))
     table.table_map = tm
     for before, after in decode_rows(ev, tm, hints):
+        _log(table, before, after)
         previous = None if before is None else table.rows.pop(_find(table, before), None)
         if after is None:
             continue
@@ -124,6 +139,13 @@ def _apply(
             after = tuple(p if v is ABSENT else v for v, p in zip(after, previous, strict=True))
         table.serial += 1
         table.rows[_key(tm, after, table.serial)] = after
+
+
+def _log(table: ReplayedTable, before: Any, after: Any) -> None:
+    if before is not None:
+        table.log.append(("delete" if after is None else "update_before", before))
+    if after is not None:
+        table.log.append(("insert" if before is None else "update_after", after))
 
 
 def _key(tm: TableMap, row: tuple[Any, ...], serial: int) -> tuple[Any, ...]:
@@ -184,6 +206,21 @@ def commit_state(
     schema = replayed.schema
     name = create_lake_table(spark, target, table, schema)
     write_rows(spark, name, schema, replayed.lake_rows(), position, batch)
+    return name
+
+
+def commit_changelog(
+    spark: SparkSession,
+    target: LakeTarget,
+    table: str,
+    replayed: ReplayedTable,
+    position: SourcePosition,
+) -> str:
+    """A change-log table (the applier's form of a table without a key) holding every change
+    up to ``position``, in one snapshot."""
+    schema = replayed.changelog_schema
+    name = create_lake_table(spark, target, table, schema)
+    write_rows(spark, name, schema, replayed.changelog_rows(position), position)
     return name
 
 

@@ -7,7 +7,7 @@ outer layers.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from binlake.binlog.errors import (
     BinlakeError,
@@ -80,6 +80,8 @@ class ConfigError(BinlakeError):
     """A configuration file or value is missing or invalid; ``field`` names it."""
 
     default_hint = "fix the named field in the config file"
+
+    extra_fields: ClassVar[tuple[str, ...]] = ("field",)
 
     def __init__(self, message: str, *, field: str | None = None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -174,8 +176,7 @@ class StatePayloadTooLargeError(StateFileError):
         self.size = size
         self.capacity = capacity
 
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "size": self.size, "capacity": self.capacity}
+    extra_fields: ClassVar[tuple[str, ...]] = ("size", "capacity")
 
 
 class XidMismatchError(StateFileError):
@@ -193,8 +194,7 @@ class XidMismatchError(StateFileError):
         self.xid = xid
         self.prepared_xid = prepared_xid
 
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "xid": self.xid, "prepared_xid": self.prepared_xid}
+    extra_fields: ClassVar[tuple[str, ...]] = ("xid", "prepared_xid")
 
 
 class CheckpointError(StorageError):
@@ -241,13 +241,12 @@ class StateLockedError(StorageError):
         self.holder_started = holder_started
         self.holder_command = holder_command
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        for name in ("holder_pid", "holder_hostname", "holder_started", "holder_command"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = (
+        "holder_pid",
+        "holder_hostname",
+        "holder_started",
+        "holder_command",
+    )
 
 
 class SourceError(BinlakeError):
@@ -271,13 +270,7 @@ class SourceError(BinlakeError):
         self.host = host
         self.port = port
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        for name in ("code", "host", "port"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("code", "host", "port")
 
 
 class SourceUnreachableError(SourceError):
@@ -312,11 +305,7 @@ class SourceAuthError(SourceError):
         super().__init__(message, hint=hint, code=code, host=host, port=port)
         self.user = user
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.user is not None:
-            out["user"] = self.user
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("user",)
 
 
 class SourceConfigError(SourceError):
@@ -338,11 +327,7 @@ class SourceConfigError(SourceError):
         super().__init__(message, hint=hint, code=code, host=host, port=port)
         self.setting = setting
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.setting is not None:
-            out["setting"] = self.setting
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("setting",)
 
 
 class SourcePositionLostError(SourceError):
@@ -367,11 +352,7 @@ class SourcePositionLostError(SourceError):
         super().__init__(message, hint=hint, code=code, host=host, port=port)
         self.requested = requested
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.requested is not None:
-            out["requested"] = self.requested
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("requested",)
 
 
 class SourceConnectionLostError(SourceError):
@@ -397,8 +378,7 @@ class SourceConnectionLostError(SourceError):
         super().__init__(message, hint=hint, code=code, host=host, port=port)
         self.timed_out = timed_out
 
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "timed_out": self.timed_out}
+    extra_fields: ClassVar[tuple[str, ...]] = ("timed_out",)
 
 
 class SourceProtocolError(SourceError):
@@ -436,13 +416,7 @@ class SourceIdentityChangedError(SourceError):
         self.expected = expected
         self.found = found
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        for name in ("expected", "found"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("expected", "found")
 
 
 class SparkError(BinlakeError):
@@ -463,11 +437,7 @@ class SparkSetupError(SparkError):
         super().__init__(message, hint=hint)
         self.component = component
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.component is not None:
-            out["component"] = self.component
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("component",)
 
 
 class SparkStatementError(SparkError):
@@ -490,11 +460,7 @@ class SparkStatementError(SparkError):
         super().__init__(message, hint=hint, table=table)
         self.statement = statement
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.statement is not None:
-            out["statement"] = self.statement
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("statement",)
 
 
 class SchemaEvolutionError(BinlakeError):
@@ -522,11 +488,7 @@ class SchemaEvolutionError(BinlakeError):
         super().__init__(message, hint=hint, table=table)
         self.statement = statement
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        if self.statement is not None:
-            out["statement"] = self.statement
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("statement",)
 
 
 class UnsupportedDdlError(SchemaEvolutionError):
@@ -555,13 +517,7 @@ class IncompatibleSchemaChangeError(SchemaEvolutionError):
         self.old_type = old_type
         self.new_type = new_type
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        for name in ("column", "old_type", "new_type"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("column", "old_type", "new_type")
 
 
 class StatementFormatError(SourceConfigError):

@@ -15,7 +15,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from binlake.sandbox import MariaDBSandbox, free_port
 from binlake.source.restart import SourcePosition
 from conftest import require_mariadb
 from lake_builder import (
+    commit_changelog,
     commit_state,
     create_lake_table,
     isolated_catalog,
@@ -223,6 +224,28 @@ def test_verify_compares_a_table_without_primary_key_as_a_multiset_of_rows(world
     )
 
 
+def test_verify_replays_a_change_log_table_to_its_final_state(world: World) -> None:
+    """A table without a key is replicated as a change log (insert, update_before,
+    update_after, delete rows); verify compares what replaying it leaves with the source."""
+    world.sql(
+        "CREATE TABLE events (a INT, b VARCHAR(10))",
+        "INSERT INTO events VALUES (1, 'x'), (1, 'x'), (2, 'y'), (3, NULL)",
+        "UPDATE events SET b = 'z' WHERE a = 2",
+        "DELETE FROM events WHERE a = 3",
+        "DELETE FROM events WHERE a = 1 LIMIT 1",
+    )
+    position = master_position(world.source)
+    name = f"{world.db}.events"
+    replayed = replay(world.source, [name])[name]
+    commit_changelog(world.spark, world.target, name, replayed, position)
+    (result,) = world.verify("events").results
+    assert result.ok and result.keyless, result
+    assert (result.source_rows, result.lake_rows) == (2, 2)
+    world.sql("INSERT INTO events VALUES (2, 'z')", log=False)
+    (different,) = world.verify("events").results
+    assert different.status == "different" and different.differences.missing_count == 1
+
+
 def test_a_later_transaction_on_another_table_only_does_not_block_verification(
     world: World,
 ) -> None:
@@ -282,11 +305,19 @@ def test_a_batch_that_steps_over_the_snapshot_position_triggers_a_retry(world: W
 
 
 def test_tables_missing_in_the_lake_or_the_source_are_typed_errors(world: World) -> None:
-    kv(world, "t1", "t2")
+    """A table without an Iceberg table is right only while its source table is empty."""
+    kv(world, "t1")
     world.lake("t1")
-    with pytest.raises(TableMissingInLakeError) as missing:
-        world.verify("t1", "t2")
-    assert missing.value.table == f"{world.db}.t2" and "binlake snapshot" in missing.value.hint
+    world.sql("CREATE TABLE empty (id INT PRIMARY KEY)", "CREATE TABLE t2 (id INT PRIMARY KEY)")
+    world.sql(*(f"INSERT INTO t2 VALUES ({i})" for i in range(4)), log=False)  # before binlake
+    world.receive()
+    report = world.verify("t1", "t2", "empty", timeout=5)
+    ok, missing, empty = report.results
+    assert ok.ok and empty.ok and empty.note and "empty" in empty.note
+    assert missing.status == "error" and isinstance(missing.error, TableMissingInLakeError)
+    assert missing.error.table == f"{world.db}.t2" and "binlake snapshot" in missing.error.hint
+    assert "4 rows in the source" in str(missing.error)
+    assert verdict(report) == 70
     with pytest.raises(TableNotInSourceError):
         world.verify("nope")
 
@@ -313,7 +344,7 @@ def test_cli_verify_json_has_a_stable_shape_and_exit_zero_when_equal(world: Worl
     (table,) = data["tables"]
     assert set(table) == {
         "table", "lake_table", "status", "position", "lake_position", "snapshot_id", "keyless",
-        "attempts", "source", "lake", "differences", "schema_problems", "error",
+        "attempts", "source", "lake", "differences", "schema_problems", "note", "error",
     }  # fmt: skip
     assert table["source"] == {"rows": 4, "checksum": table["lake"]["checksum"]}
     assert set(table["differences"]) == {"missing_in_lake", "extra_in_lake", "different"}
@@ -326,3 +357,18 @@ def test_cli_verify_with_an_unreachable_source_is_a_typed_error_with_a_hint(tmp_
     assert run.returncode == 69, describe(run)
     assert run.stderr.startswith("error: ") and "\nhint: " in run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
+
+
+def test_verify_reads_snapshot_lists_through_spark_for_other_catalogs(world: World) -> None:
+    kv(world, "t")
+    world.lake("t")
+    world.sql("CREATE TABLE missing_in_lake_only (id INT PRIMARY KEY)")
+    world.sql("INSERT INTO missing_in_lake_only VALUES (1)", log=False)
+    world.receive()
+    prefix = f"spark.sql.catalog.{world.target.catalog}"
+    world.target = replace(world.target, spark_conf={prefix: world.spark.conf.get(prefix)})
+    assert not world.target.embedded
+    (result,) = world.verify("t").results
+    assert result.ok and result.source_rows == 4
+    (missing,) = world.verify("missing_in_lake_only", timeout=5).results
+    assert isinstance(missing.error, TableMissingInLakeError)

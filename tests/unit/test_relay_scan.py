@@ -142,19 +142,23 @@ def test_damage_in_an_older_relay_file_is_a_typed_error(tmp_path: Path) -> None:
     assert caught.value.file == first.name
 
 
-def test_a_ddl_statement_touches_the_tables_it_names_and_its_database_when_dropped(
+def test_a_ddl_statement_touches_the_tables_it_names_and_a_dropped_database_all_its_tables(
     tmp_path: Path,
 ) -> None:
     source = Source()
     transaction(source, "shop.a")
     ddl(source, "ALTER TABLE `shop`.`orders` ADD COLUMN x INT")
     ddl(source, "DROP DATABASE shop")
+    ddl(source, "/* made by a tool */ CREATE TABLE shop.items (id INT PRIMARY KEY)")
+    ddl(source, "CREATE TABLE shop.items2 SELECT * FROM shop.items")
     receive_into(tmp_path, source.dump_events())
     follower = RelayFollower(tmp_path)
     follower.refresh()
-    alter, drop = follower.transactions[1:]
-    assert alter.touches("shop.orders") and not alter.touches("shop.items")
+    alter, drop, create, create_select = follower.transactions[1:]
+    assert alter.touches("shop.orders") and not alter.touches("shop.orders2")
     assert drop.touches("shop.items") and not drop.touches("other.items")
+    assert not create.touches("shop.items"), "a plain CREATE TABLE changes no rows"
+    assert create_select.touches("shop.items2")
 
 
 def test_touching_is_unknown_until_the_relay_log_reaches_the_target(tmp_path: Path) -> None:

@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from binlake.apply.iceberg_meta import find_tables, read_table
-from binlake.apply.lake_target import LakeTarget
-from binlake.apply.status import bytes_between
+from binlake.apply.iceberg_meta import LakeSnapshot, LakeTable, find_tables, read_table
+from binlake.apply.lake_target import LakeTarget, lake_target
+from binlake.apply.relay_scan import RelayFollower
+from binlake.apply.status import SourceStatus, bytes_between, table_status
+from binlake.config import load_config
 from binlake.source.restart import SourcePosition
 
 FILES = (("mariadb-bin.000001", 1000), ("mariadb-bin.000002", 500), ("mariadb-bin.000003", 300))
@@ -108,3 +110,31 @@ def test_namespace_map_and_table_globs() -> None:
     assert target.selected("shop.orders") and target.selected("crm.customers")
     assert not target.selected("shop.tmp_1") and not target.selected("crm.leads")
     assert not LakeTarget(warehouse=Path("/w")).selected("mysql.user")
+
+
+def test_a_table_whose_binlake_snapshots_were_all_expired_has_an_unknown_position() -> None:
+    cut = LakeTable(("shop", "orders"), (LakeSnapshot(7, 6, 0, {}),), lineage_cut=True)
+    follower = RelayFollower(Path("/never/read"))
+    follower.end = p(3, 300)
+    source = SourceStatus("db:3306", True, p(3, 300), FILES)
+    status = table_status(cut, LakeTarget(warehouse=Path("/w")), follower, source, now=0.0)
+    assert status.applied_position is None and status.problem is not None
+    assert (status.pending_transactions, status.lag_bytes, status.lag_seconds) == (None, None, None)
+
+
+def test_the_target_comes_from_the_config_sections(tmp_path: Path) -> None:
+    config_file = tmp_path / "binlake.toml"
+    config_file.write_text(
+        '[source]\nhost = "db"\nuser = "repl"\nserver_id = 7\n[state]\ndir = "state"\n'
+        '[target]\nwarehouse = "lake"\ncatalog = "cat"\nnamespace_map = { shop = "retail" }\n'
+        '[tables]\ninclude = ["shop.*"]\nkey_columns = { "shop.log" = ["id"] }\n'
+        '[spark]\nconf = { "spark.sql.catalog.cat" = "org.apache.iceberg.spark.SparkCatalog" }\n'
+    )
+    target = lake_target(load_config(config_file, environ={}))
+    assert target.warehouse == tmp_path / "lake" and target.catalog == "cat"
+    assert target.lake_table("shop.orders") == "`cat`.`retail`.`orders`"
+    assert target.key_columns == {"shop.log": ("id",)} and not target.embedded
+    assert target.selected("shop.orders") and not target.selected("crm.orders")
+    default = tmp_path / "default.toml"
+    default.write_text('[source]\nhost = "db"\nuser = "u"\nserver_id = 7\n[state]\ndir = "s"\n')
+    assert lake_target(load_config(default, environ={})).warehouse == tmp_path / "warehouse"

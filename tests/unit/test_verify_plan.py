@@ -7,7 +7,7 @@ from pathlib import Path
 
 from binlake.apply.iceberg_meta import LakeSnapshot, LakeTable
 from binlake.apply.relay_scan import RelayFollower, RelayTransaction
-from binlake.apply.verify_plan import Exact, Retry, Wait, decide
+from binlake.apply.verify_plan import Exact, Retry, Unknown, Wait, decide
 from binlake.source.restart import SourcePosition
 
 FILE = "mariadb-bin.000001"
@@ -100,3 +100,9 @@ def test_positions_compare_across_binlog_files() -> None:
     later_file = SourcePosition("mariadb-bin.000002", 4)
     decision = decide(lake(300), TABLE, later_file, relay(0, (400, "shop.items")))
     assert isinstance(decision, Wait), "the relay log ends in the older file"
+
+
+def test_a_lineage_cut_by_expiry_before_any_binlake_snapshot_is_unknown_not_empty() -> None:
+    cut = LakeTable(("shop", "orders"), lake(None).lineage, lineage_cut=True)
+    decision = decide(cut, TABLE, pos(500), relay(500))
+    assert isinstance(decision, Unknown) and "expiry" in decision.reason

@@ -29,6 +29,7 @@ from binlake.apply.commit import (
     POSITION,
     append_with_commit_properties,
     execute_with_commit_properties,
+    latest_binlake_summary,
 )
 from binlake.apply.ddl import create_table_statements, quote
 from binlake.apply.ddl_statements import DdlStatement
@@ -143,14 +144,21 @@ class Lake:
 
     def _load(self, source: str) -> LakeTable:
         name = self.target.lake_table(source)
-        table = LakeTable(source, name, applied=self._applied.get(source))
+        table = LakeTable(source, name)
         if table_exists(self.spark, name):
             table.schema = read_lake_schema(self.spark, name, source)
             table.hint_names = _comment_hints(table.schema)
+            if source in self._applied:
+                table.applied = self._applied[source]
+            else:
+                summary = latest_binlake_summary(self.spark, name)
+                if summary is not None and POSITION in summary:
+                    table.applied = parse_position(summary[POSITION])
         return table
 
     def forget(self, source: str) -> None:
-        """The Iceberg table was dropped, moved aside or replaced: read it again when needed."""
+        """The Iceberg table may have been dropped, moved aside or replaced: read it (schema and
+        applied position) from the catalog again when it is next needed."""
         self._tables.pop(source, None)
         self._applied.pop(source, None)
 
@@ -159,7 +167,9 @@ class Lake:
         its applied position and pending DDL follow it."""
         before = self._tables.pop(old, None)
         self._tables.pop(new, None)
-        applied = self._applied.pop(old, None)
+        applied = before.applied if before is not None else self._applied.get(old)
+        self._applied.pop(old, None)
+        self._applied.pop(new, None)
         if applied is not None:
             self._applied[new] = applied
         table = self.table(new)

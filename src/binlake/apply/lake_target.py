@@ -3,8 +3,8 @@
 ``LakeTarget`` holds what the config's ``[target]``, ``[tables]`` and ``[spark]`` sections say:
 the warehouse folder and Spark catalog, the source database -> lake namespace map, the
 include/exclude globs on ``db.table``, and the Spark settings passed through. ``lake_target``
-maps a loaded ``Config`` to it; while a config has no such sections the defaults apply (the
-embedded catalog ``lake`` in ``warehouse/`` beside the config file, every table).
+maps a loaded ``Config`` to it (defaults: the embedded catalog ``lake`` in ``warehouse/``
+beside the config file, every table).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
 
 from binlake.config import Config
 
@@ -38,6 +37,8 @@ class LakeTarget:
     master: str = "local[2]"
     #: Spark/Iceberg configuration passed through (``[spark]``).
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    #: ``db.table`` -> key columns of a table without a primary key (``[tables] key_columns``).
+    key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def embedded(self) -> bool:
@@ -75,18 +76,16 @@ class LakeTarget:
 
 
 def lake_target(config: Config) -> LakeTarget:
-    """The target a config describes (``[target]``, ``[tables]``, ``[spark]`` when present)."""
+    """The target ``config``'s ``[target]``, ``[tables]`` and ``[spark]`` sections describe."""
     base = config.path.absolute().parent if config.path is not None else Path.cwd()
-    target: Any = getattr(config, "target", None)
-    tables: Any = getattr(config, "tables", None)
-    spark: Any = getattr(config, "spark", None)
-    warehouse = Path(getattr(target, "warehouse", None) or base / "warehouse")
+    warehouse = config.target.warehouse
     return LakeTarget(
         warehouse=warehouse if warehouse.is_absolute() else base / warehouse,
-        catalog=str(getattr(target, "catalog", None) or DEFAULT_CATALOG),
-        namespace_map=dict(getattr(target, "namespace_map", None) or {}),
-        include=tuple(getattr(tables, "include", None) or ("*",)),
-        exclude=tuple(getattr(tables, "exclude", None) or ()),
-        master=str(getattr(spark, "master", None) or "local[2]"),
-        spark_conf=dict(getattr(spark, "conf", None) or {}),
+        catalog=config.target.catalog,
+        namespace_map=dict(config.target.namespace_map),
+        include=tuple(config.tables.include),
+        exclude=tuple(config.tables.exclude),
+        master=config.spark.master,
+        spark_conf=dict(config.spark.conf),
+        key_columns={t: tuple(c) for t, c in config.tables.key_columns.items()},
     )

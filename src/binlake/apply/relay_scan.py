@@ -12,12 +12,14 @@ appended since (it resumes at the last complete group with the saved format cont
 
 Which tables a transaction touches: the TABLE_MAP events inside it (row-based replication). A
 standalone statement (DDL: ALTER, TRUNCATE, DROP, RENAME...) has no table map; it counts as
-touching every table whose name occurs in its text, and a DROP/CREATE DATABASE every table of
-that database: a superset, so a check built on it can only be cautious, never wrong.
+touching every table whose name occurs in its text (except a plain CREATE TABLE, which changes no
+rows), and a DROP DATABASE every table of that database: a superset, so a check built on it can
+only be cautious, never wrong.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,11 +80,28 @@ class RelayTransaction:
             return True
         if self.statement is None:
             return False
-        db, _, name = table.partition(".")
-        text = self.statement.lower()
-        if name.lower() in text:
-            return True
-        return db.lower() in text and ("database" in text or "schema" in text)
+        return statement_touches(self.statement, table)
+
+
+_LEADING_COMMENTS = re.compile(r"^(\s+|/\*(?!!).*?\*/|--[^\n]*\n|#[^\n]*\n)*", re.DOTALL)
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(r"(?<![\w$])" + re.escape(name.lower()) + r"(?![\w$])", text) is not None
+
+
+def statement_touches(statement: str, table: str) -> bool:
+    """Whether a standalone statement may change ``table``'s rows or columns: a DROP DATABASE of
+    its database, any statement naming it except a plain CREATE TABLE (which creates an empty
+    table, or nothing with IF NOT EXISTS). A superset: naming is enough."""
+    db, _, name = table.partition(".")
+    text = _LEADING_COMMENTS.sub("", statement.lower(), count=1)
+    words = text.split(None, 3)
+    if words[:2] in (["drop", "database"], ["drop", "schema"]):
+        return _mentions(text, db)
+    if words[:2] == ["create", "table"] and not _mentions(text, "select"):
+        return False
+    return _mentions(text, name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,8 @@ class TableStatus:
     pending_transactions: int | None
     lag_bytes: int | None
     lag_seconds: float | None
+    #: Why the applied position is unknown (None when it is known or nothing was applied).
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,11 @@ def table_status(
     snapshot = table.latest_binlake
     applied = snapshot.position if snapshot is not None else None
     src = target.source_table(table.identifier)
+    problem = None
+    if snapshot is None and table.lineage_cut:
+        problem = "snapshot expiry cut the lineage before any binlake snapshot: position unknown"
     pending: list[Any] | None = None
-    if src is not None and follower.end is not None:
+    if src is not None and follower.end is not None and problem is None:
         pending = [t for t in follower.transactions if before(applied, t.end) and t.touches(src)]
     effective = applied
     if pending == [] and follower.end is not None and before(applied, follower.end):
@@ -199,8 +204,9 @@ def table_status(
         committed_at_ms=snapshot.timestamp_ms if snapshot is not None else None,
         batch=snapshot.summary.get("binlake.batch") if snapshot is not None else None,
         pending_transactions=None if pending is None else len(pending),
-        lag_bytes=lag_bytes,
+        lag_bytes=None if problem else lag_bytes,
         lag_seconds=lag_seconds,
+        problem=problem,
     )
 
 
@@ -284,4 +290,5 @@ def _table_json(table: TableStatus) -> dict[str, Any]:
         "pending_transactions": table.pending_transactions,
         "lag_bytes": table.lag_bytes,
         "lag_seconds": None if table.lag_seconds is None else round(table.lag_seconds, 3),
+        "problem": table.problem,
     }

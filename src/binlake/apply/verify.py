@@ -29,27 +29,35 @@ from binlake.apply.canonical import (
     lake_type_of,
     lake_value,
     mapping_problem,
+    quote_sql,
     row_hash,
     source_values,
 )
 from binlake.apply.iceberg_meta import LakeTable, read_table
 from binlake.apply.lake_target import LakeTarget, lake_target
 from binlake.apply.relay_scan import RelayFollower
+from binlake.apply.schema import CHANGELOG_COLUMNS, CHANGELOG_OP
 from binlake.apply.spark import SparkSettings, build_session, spark_errors, stop_session
 from binlake.apply.verify_compare import Differences, KeyedComparison, MultisetComparison
 from binlake.apply.verify_errors import (
     CatchUpTimeoutError,
     TableMissingInLakeError,
     TableNotInSourceError,
+    VerifyError,
     VerifyRetriesExhaustedError,
 )
-from binlake.apply.verify_plan import Decision, Exact, Retry, Wait, decide, scan_start
+from binlake.apply.verify_plan import Decision, Exact, Retry, Unknown, Wait, decide, scan_start
 from binlake.apply.verify_source import SnapshotSession, SourceTable
 from binlake.config import Config
-from binlake.errors import BinlakeError
+from binlake.errors import BinlakeError, SourceError
 from binlake.source.client import ConnectionSettings
 from binlake.source.restart import SourcePosition
 
+#: Change-log operations that add a row image, and those that take one away.
+CHANGELOG_ADDS = frozenset({"insert", "update_after"})
+CHANGELOG_REMOVES = frozenset({"delete", "update_before"})
+#: MariaDB: "Table definition has changed, please retry transaction" (DDL after the snapshot).
+ER_TABLE_DEF_CHANGED = 1412
 Lineage = Callable[[tuple[str, ...]], LakeTable | None]
 Progress = Callable[[str], None]
 
@@ -82,6 +90,7 @@ class TableResult:
     schema_problems: tuple[str, ...] = ()
     error: BinlakeError | None = None
     attempts: int = 1
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,6 +126,8 @@ class Verifier:
         self.lineage = lineage
         self.options = options
         self.progress = progress or (lambda _message: None)
+        #: Tables with no Iceberg table (as last looked up).
+        self._missing: set[str] = set()
 
     def run(self) -> VerifyReport:
         with SnapshotSession(self.settings) as session:
@@ -129,18 +140,11 @@ class Verifier:
     def _tables(self, session: SnapshotSession) -> list[str]:
         existing = session.base_tables()
         if self.options.tables is None:
-            tables = [t for t in existing if self.target.selected(t)]
-        else:
-            tables = list(dict.fromkeys(self.options.tables))
-            for name in tables:
-                if name not in existing:
-                    raise TableNotInSourceError(f"{name} is not a table of the source", table=name)
+            return [t for t in existing if self.target.selected(t)]
+        tables = list(dict.fromkeys(self.options.tables))
         for name in tables:
-            if self.lineage(self.target.identifier(name)) is None:
-                lake = self.target.lake_table(name)
-                raise TableMissingInLakeError(
-                    f"{name} has no Iceberg table ({lake})", table=name, lake_table=lake
-                )
+            if name not in existing:
+                raise TableNotInSourceError("is not a table of the source", table=name)
         return tables
 
     # ---- attempts, waiting -------------------------------------------------------------------
@@ -148,23 +152,18 @@ class Verifier:
     def _attempts(self, session: SnapshotSession, tables: list[str]) -> dict[str, TableResult]:
         deadline = time.monotonic() + self.options.timeout_s
         results: dict[str, TableResult] = {}
-        pending = list(tables)
         reasons: dict[str, str] = {}
+        pending = list(tables)
         for attempt in range(1, self.options.attempts + 1):
             position = session.begin()
             try:
                 self.progress(f"attempt {attempt}: source snapshot at {position}")
-                decisions, follower = self._wait(pending, position, deadline)
-                for name in pending:
-                    decision = decisions[name]
-                    if isinstance(decision, Retry):
-                        reasons[name] = decision.reason
-                        self.progress(f"{name}: retrying: {decision.reason}")
-                        continue
-                    results[name] = self._finish(session, name, position, decision, follower)
-                    results[name].attempts = attempt
+                self._attempt(session, pending, position, deadline, results, reasons)
             finally:
                 session.end()
+            for name in pending:
+                if name in results:
+                    results[name].attempts = attempt
             pending = [t for t in pending if t not in results]
             if not pending:
                 break
@@ -177,6 +176,31 @@ class Verifier:
             )
             results[name] = self._error(name, error, self.options.attempts)
         return results
+
+    def _attempt(
+        self,
+        session: SnapshotSession,
+        pending: list[str],
+        position: SourcePosition,
+        deadline: float,
+        results: dict[str, TableResult],
+        reasons: dict[str, str],
+    ) -> None:
+        """One snapshot at ``position``: decide, wait, compare; tables to retry get a reason."""
+        decisions, follower = self._wait(pending, position, deadline)
+        for name in pending:
+            decision = decisions[name]
+            if isinstance(decision, Retry):
+                reasons[name] = decision.reason
+                self.progress(f"{name}: retrying: {decision.reason}")
+                continue
+            try:
+                results[name] = self._finish(session, name, position, decision, follower)
+            except SourceError as error:
+                if error.code != ER_TABLE_DEF_CHANGED:
+                    raise
+                reasons[name] = "its definition changed after the source snapshot (DDL)"
+                self.progress(f"{name}: retrying: {reasons[name]}")
 
     def _wait(
         self, tables: Sequence[str], position: SourcePosition, deadline: float
@@ -204,14 +228,14 @@ class Verifier:
             lineages.update({name: self._lineage(name) for name in waiting})
 
     def _lineage(self, name: str) -> LakeTable:
-        table = self.lineage(self.target.identifier(name))
+        """The table's lineage; a table without an Iceberg table is an empty lineage (the
+        applier creates tables at their first rows) and is remembered as missing."""
+        identifier = self.target.identifier(name)
+        table = self.lineage(identifier)
         if table is None:
-            lake = self.target.lake_table(name)
-            raise TableMissingInLakeError(
-                f"{name}: its Iceberg table {lake} disappeared during verify",
-                table=name,
-                lake_table=lake,
-            )
+            self._missing.add(name)
+            return LakeTable(identifier, ())
+        self._missing.discard(name)
         return table
 
     def _finish(
@@ -232,9 +256,30 @@ class Verifier:
                 relay_end=None if follower.end is None else str(follower.end),
             )
             return self._error(name, error, 1)
+        if isinstance(decision, Unknown):
+            hint = "keep the newest binlake snapshot when expiring snapshots; re-snapshot the table"
+            return self._error(name, VerifyError(decision.reason, table=name, hint=hint), 1)
         assert isinstance(decision, Exact)
+        if name in self._missing:
+            return self._without_lake_table(session, name, position)
         self.progress(f"{name}: comparing at {position}")
         return self._compare(session, name, position, decision)
+
+    def _without_lake_table(
+        self, session: SnapshotSession, name: str, position: SourcePosition
+    ) -> TableResult:
+        """No Iceberg table and nothing to apply: right only if the source table is empty."""
+        lake = self.target.lake_table(name)
+        rows = session.count(name)
+        if rows == 0:
+            note = "no Iceberg table yet, and the source table is empty"
+            return TableResult(name, lake, "ok", position=position, keyless=False, note=note)
+        error = TableMissingInLakeError(
+            f"has no Iceberg table ({lake}) but {rows} rows in the source at {position}",
+            table=name,
+            lake_table=lake,
+        )
+        return self._error(name, error, 1)
 
     def _error(self, name: str, error: BinlakeError, attempts: int) -> TableResult:
         lake = self.target.lake_table(name)
@@ -257,22 +302,24 @@ class Verifier:
         )
         source = session.describe(name)
         if source is None:
-            raise TableNotInSourceError(f"{name} disappeared from the source", table=name)
+            raise TableNotInSourceError("disappeared from the source", table=name)
         frame = self._lake_frame(lake_name, result.snapshot_id)
-        columns, problems = _columns(source, frame.schema)
+        changelog = CHANGELOG_OP in frame.schema.fieldNames()
+        columns, problems = _columns(source, frame.schema, changelog)
         if problems:
             result.status, result.schema_problems = "schema", tuple(problems)
             return result
-        result.keyless = not source.key
+        key = () if changelog else source.key or self.target.key_columns.get(name, ())
+        result.keyless = not key
         limit = self.options.max_differences
-        if source.key:
+        if key:
             keyed = KeyedComparison(limit)
-            self._feed_keyed(keyed, session, source, columns, frame)
+            self._feed_keyed(keyed, session, source.name, columns, key, frame)
             result.differences = keyed.finish()
             digests = keyed.source, keyed.lake
         else:
             multiset = MultisetComparison(limit)
-            self._feed_multiset(multiset, session, source, columns, frame)
+            self._feed_multiset(multiset, session, source.name, columns, frame, changelog)
             result.differences = multiset.finish()
             digests = multiset.source, multiset.lake
         result.source_rows, result.lake_rows = digests[0].rows, digests[1].rows
@@ -282,43 +329,54 @@ class Verifier:
         return result
 
     def _lake_frame(self, lake_name: str, snapshot_id: int | None) -> Any:
-        reader = self.spark().read
-        if snapshot_id is not None:
-            reader = reader.option("snapshot-id", str(snapshot_id))
-        with spark_errors(f"read {lake_name}", lake_name):
-            frame = reader.table(lake_name)
-        return frame if snapshot_id is not None else frame.limit(0)
+        """The table at ``snapshot_id`` with that snapshot's schema (``VERSION AS OF``; the
+        reader option ``snapshot-id`` would apply today's schema); None: no rows."""
+        spark = self.spark()
+        statement = f"SELECT * FROM {lake_name} VERSION AS OF {snapshot_id}"
+        with spark_errors(statement, lake_name):
+            if snapshot_id is None:
+                return spark.table(lake_name).limit(0)
+            return spark.sql(statement)
 
     def _feed_keyed(
         self,
         comparison: KeyedComparison,
         session: SnapshotSession,
-        source: SourceTable,
+        table: str,
         columns: list[VerifyColumn],
+        key: Sequence[str],
         frame: Any,
     ) -> None:
-        key_index = [next(i for i, c in enumerate(columns) if c.name == k) for k in source.key]
+        folded = [c.name.casefold() for c in columns]
+        key_index = [folded.index(k.casefold()) for k in key]
         key_columns = [columns[i] for i in key_index]
-        for row in session.rows(source.name, columns):
+        for row in session.rows(table, columns):
             values = source_values(columns, row)
-            key = key_text(key_columns, [values[i] for i in key_index])
-            comparison.add_source(key, row_hash(columns, values))
-        for values in _lake_rows(frame, columns):
-            key = key_text(key_columns, [values[i] for i in key_index])
-            comparison.add_lake(key, row_hash(columns, values))
+            text = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_source(text, row_hash(columns, values))
+        for values, _op in _lake_rows(frame, columns, changelog=False):
+            text = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_lake(text, row_hash(columns, values))
 
     def _feed_multiset(
         self,
         comparison: MultisetComparison,
         session: SnapshotSession,
-        source: SourceTable,
+        table: str,
         columns: list[VerifyColumn],
         frame: Any,
+        changelog: bool,
     ) -> None:
-        for row in session.rows(source.name, columns):
+        for row in session.rows(table, columns):
             comparison.add_source(row_hash(columns, source_values(columns, row)))
-        for values in _lake_rows(frame, columns):
-            comparison.add_lake(row_hash(columns, values))
+        for values, op in _lake_rows(frame, columns, changelog=changelog):
+            hashed = row_hash(columns, values)
+            if op is None or op in CHANGELOG_ADDS:
+                comparison.add_lake(hashed)
+            elif op in CHANGELOG_REMOVES:
+                comparison.remove_lake(hashed)
+            else:
+                raise VerifyError(f"unknown change-log operation {op!r} in {CHANGELOG_OP}")
 
 
 def _scan_start(lineages: Iterable[LakeTable], position: SourcePosition) -> SourcePosition | None:
@@ -329,34 +387,50 @@ def _scan_start(lineages: Iterable[LakeTable], position: SourcePosition) -> Sour
     return min(known, key=lambda p: p.key())
 
 
-def _columns(source: SourceTable, schema: Any) -> tuple[list[VerifyColumn], list[str]]:
-    """The columns in source order with their lake types, or the reasons they do not match."""
-    lake_fields = {f.name: f.dataType for f in schema.fields}
+def _columns(
+    source: SourceTable, schema: Any, changelog: bool
+) -> tuple[list[VerifyColumn], list[str]]:
+    """The columns in source order with their lake types, or the reasons they do not match.
+    Names match as MariaDB's do (case-insensitively); a change log's own columns are not data."""
+    lake_fields = {f.name.casefold(): f for f in schema.fields}
+    if changelog:
+        for name, _type, _comment in CHANGELOG_COLUMNS:
+            lake_fields.pop(name.casefold(), None)
     problems: list[str] = []
     columns: list[VerifyColumn] = []
     for column in source.columns:
-        data_type = lake_fields.pop(column.name, None)
-        if data_type is None:
+        lake_field = lake_fields.pop(column.name.casefold(), None)
+        if lake_field is None:
             problems.append(f"column {column.name} is missing in the lake")
             continue
-        lake = lake_type_of(data_type)
+        lake = lake_type_of(lake_field.dataType)
         if lake is None:
-            problems.append(f"column {column.name}: lake type {data_type.simpleString()}")
+            problems.append(f"column {column.name}: lake type {lake_field.dataType.simpleString()}")
             continue
         verify_column = VerifyColumn(column.name, lake[0], lake[1], column.data_type)
         problem = mapping_problem(verify_column)
         if problem is not None:
             problems.append(problem)
         columns.append(verify_column)
-    problems += [f"column {name} is in the lake but not in the source" for name in lake_fields]
+    problems += [
+        f"column {f.name} is in the lake but not in the source" for f in lake_fields.values()
+    ]
     return columns, problems
 
 
-def _lake_rows(frame: Any, columns: Sequence[VerifyColumn]) -> Iterable[list[Any]]:
-    selected = frame.selectExpr(*(lake_expression(c) for c in columns))
+def _lake_rows(
+    frame: Any, columns: Sequence[VerifyColumn], *, changelog: bool
+) -> Iterable[tuple[list[Any], str | None]]:
+    """(values, change-log operation or None) of every lake row."""
+    expressions = [lake_expression(c) for c in columns]
+    if changelog:
+        expressions.append(quote_sql(CHANGELOG_OP))
+    selected = frame.selectExpr(*expressions)
+    width = len(columns)
     with spark_errors("read the lake table"):
         for row in selected.toLocalIterator(prefetchPartitions=True):
-            yield [lake_value(c, v) for c, v in zip(columns, row, strict=True)]
+            values = [lake_value(c, v) for c, v in zip(columns, row[:width], strict=True)]
+            yield values, (str(row[width]) if changelog else None)
 
 
 def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettings:

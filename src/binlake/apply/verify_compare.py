@@ -8,8 +8,10 @@ different hash means different values, what is left at the end is missing in the
 key seen twice is reported as extra the second time.
 
 Tables without a primary key are compared as multisets of whole rows (hash -> count): the same
-rows, each the same number of times. Differences are then listed as row hashes with the count
-on each side.
+rows, each the same number of times. A change-log table (the applier's form of such tables) is
+replayed first: each ``insert`` / ``update_after`` row adds its row, each ``delete`` /
+``update_before`` row takes one copy away. Differences are then listed as row hashes with the
+count on each side.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ class Digest:
     def add(self, row_hash: bytes) -> None:
         self.rows += 1
         self.checksum = (self.checksum + int.from_bytes(row_hash, "big")) % _MODULUS
+
+    def remove(self, row_hash: bytes) -> None:
+        """Take a row out again (a change log's delete)."""
+        self.rows -= 1
+        self.checksum = (self.checksum - int.from_bytes(row_hash, "big")) % _MODULUS
 
     @property
     def checksum_hex(self) -> str:
@@ -105,6 +112,11 @@ class MultisetComparison:
     def add_lake(self, row_hash: bytes) -> None:
         self.lake.add(row_hash)
         self._balance[row_hash] -= 1
+
+    def remove_lake(self, row_hash: bytes) -> None:
+        """A change log's delete (or update's before image): one copy of the row goes away."""
+        self.lake.remove(row_hash)
+        self._balance[row_hash] += 1
 
     def finish(self) -> Differences:
         d = Differences()

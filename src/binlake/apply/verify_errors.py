@@ -7,7 +7,7 @@ the receiver's own ``SourceUnreachableError``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import ClassVar
 
 from binlake.errors import BinlakeError, SourceError
 
@@ -33,8 +33,7 @@ class TableMissingInLakeError(VerifyError):
         super().__init__(message, hint=hint, table=table)
         self.lake_table = lake_table
 
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "lake_table": self.lake_table}
+    extra_fields: ClassVar[tuple[str, ...]] = ("lake_table",)
 
 
 class TableNotInSourceError(VerifyError):
@@ -66,10 +65,7 @@ class CatchUpTimeoutError(VerifyError):
         self.applied = applied
         self.relay_end = relay_end
 
-    def fields(self) -> dict[str, Any]:
-        out = super().fields()
-        out.update(target=self.target, applied=self.applied, relay_end=self.relay_end)
-        return out
+    extra_fields: ClassVar[tuple[str, ...]] = ("target", "applied", "relay_end")
 
 
 class VerifyRetriesExhaustedError(VerifyError):
@@ -85,8 +81,7 @@ class VerifyRetriesExhaustedError(VerifyError):
         super().__init__(message, table=table)
         self.attempts = attempts
 
-    def fields(self) -> dict[str, Any]:
-        return {**super().fields(), "attempts": self.attempts}
+    extra_fields: ClassVar[tuple[str, ...]] = ("attempts",)
 
 
 class SnapshotUnsupportedError(SourceError):

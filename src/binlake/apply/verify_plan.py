@@ -67,7 +67,14 @@ class Retry:
     reason: str
 
 
-Decision = Exact | Wait | Retry
+@dataclass(frozen=True)
+class Unknown:
+    """No snapshot can say where the table is: compare nothing, report the reason."""
+
+    reason: str
+
+
+Decision = Exact | Wait | Retry | Unknown
 
 
 def scan_start(table: LakeTable, target: SourcePosition) -> SourcePosition | None:
@@ -88,6 +95,11 @@ def decide(
 ) -> Decision:
     """What to do with ``table`` (replicating ``source_table``) at source position ``target``."""
     snapshots = table.binlake_snapshots
+    if not snapshots and table.lineage_cut:
+        return Unknown(
+            "snapshot expiry cut its lineage before any binlake snapshot: the source position "
+            "of its data is unknown"
+        )
     if not snapshots:
         return _never_applied(table, source_table, target, relay)
     newest = snapshots[0]

@@ -12,6 +12,7 @@ InnoDB (and other MVCC engines) only: a MyISAM table is read as it is at read ti
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -22,7 +23,6 @@ import pymysql.cursors
 
 from binlake.apply.canonical import VerifyColumn, quote_sql, source_expression
 from binlake.apply.verify_errors import SnapshotUnsupportedError
-from binlake.errors import SourceError
 from binlake.source.client import ConnectionSettings, _connect_args, _set_query_timeouts
 from binlake.source.errmap import map_pymysql_error
 from binlake.source.restart import SourcePosition
@@ -124,6 +124,12 @@ class SnapshotSession:
             tuple(str(row[0]) for row in key),
         )
 
+    def count(self, table: str) -> int:
+        """The table's row count in the snapshot."""
+        database, _, name = table.partition(".")
+        ((rows,),) = self._query(f"SELECT COUNT(*) FROM {quote_sql(database)}.{quote_sql(name)}")
+        return int(rows)
+
     def rows(self, table: str, columns: Sequence[VerifyColumn]) -> Iterator[tuple[Any, ...]]:
         """The table's rows in the snapshot, each value read by ``source_expression``."""
         database, _, name = table.partition(".")
@@ -138,12 +144,8 @@ class SnapshotSession:
             raise map_pymysql_error(exc, self.settings, during=f"SELECT FROM {table}") from exc
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(pymysql.err.Error):
             self._conn.close()
-        except pymysql.err.Error:
-            pass
-        except SourceError:
-            pass
 
     def __enter__(self) -> Self:
         return self

@@ -18,6 +18,9 @@ class BinlakeError(Exception):
     """Base of every error binlake raises on purpose."""
 
     default_hint: ClassVar[str] = "see the message above"
+    #: Structured fields a subclass adds (attributes set by its ``__init__``); ``fields()``
+    #: reports those of every class in the hierarchy, so subclasses never override it.
+    extra_fields: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -48,8 +51,11 @@ class BinlakeError(Exception):
     def fields(self) -> dict[str, Any]:
         """The structured fields that are set, for logs and JSON output."""
         out: dict[str, Any] = {"error": type(self).__name__, "message": self.message}
-        for name in ("file", "offset", "event_type", "table"):
-            value = getattr(self, name)
+        names = ["file", "offset", "event_type", "table"]
+        for cls in reversed(type(self).__mro__):
+            names += vars(cls).get("extra_fields", ())
+        for name in dict.fromkeys(names):
+            value = getattr(self, name, None)
             if value is not None:
                 out[name] = value
         out["hint"] = self.hint

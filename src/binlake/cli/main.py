@@ -13,7 +13,14 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from binlake import __version__
-from binlake.cli import binlog_cmd, receive_cmd, source_cmd, status_cmd, verify_cmd
+from binlake.cli import (
+    binlog_cmd,
+    receive_cmd,
+    replicate_cmd,
+    source_cmd,
+    status_cmd,
+    verify_cmd,
+)
 from binlake.errors import BinlakeError, exit_code_for
 
 Handler = Callable[[argparse.Namespace], int]
@@ -42,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     binlog_cmd.register(commands)
     source_cmd.register(commands)
     receive_cmd.register(commands)
+    replicate_cmd.register(commands)
     status_cmd.register(commands)
     verify_cmd.register(commands)
     return parser

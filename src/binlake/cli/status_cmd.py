@@ -112,11 +112,14 @@ _HEADER = ("TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "COMMITTED")
 def _table_lines(tables: tuple[TableStatus, ...]) -> list[str]:
     rows = [_HEADER] + [_row(t) for t in tables]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    return ["  " + line.rstrip() for line in lines]
 
 
 def _row(table: TableStatus) -> tuple[str, ...]:
     applied = str(table.applied_position) if table.applied_position else "(nothing applied)"
+    if table.problem is not None:
+        applied = f"UNKNOWN: {table.problem}"
     seconds = "-" if table.lag_seconds is None else f"{table.lag_seconds:.1f}"
     committed = None if table.committed_at_ms is None else table.committed_at_ms / 1000
     return (

@@ -1,10 +1,11 @@
 """`binlake verify`: every replicated table equals its Iceberg table at the same source position.
 
 Exit 0 only when every table matches; 1 when some differ (or their schemas do); a table that
-could not be compared (catch-up timeout, retries exhausted) gives its error's exit code. Errors
-that stop the whole run (source unreachable, a table missing in the lake, MySQL) are printed as
-``error:`` / ``hint:`` by cli/main.py. Progress goes to stderr, results to stdout; ``--json``
-prints one object. pyspark is imported only when this command runs.
+could not be compared (catch-up timeout, retries exhausted, no Iceberg table but rows in the
+source) gives its error's exit code. Errors that stop the whole run (source unreachable, MySQL,
+a --tables name the source lacks) are printed as ``error:`` / ``hint:`` by cli/main.py.
+Progress goes to stderr, results to stdout; ``--json`` prints one object. pyspark is imported
+only when this command runs.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def render_report(report: VerifyReport) -> str:
 def render_result(result: TableResult) -> list[str]:
     name = result.table
     if result.status == "ok":
-        where = _lake_where(result)
+        where = f"; {result.note}" if result.note else _lake_where(result)
         return [f"{name}: OK ({result.source_rows} rows at {result.position}{where})"]
     if result.status == "error":
         assert result.error is not None
@@ -195,5 +196,6 @@ def result_json(result: TableResult) -> dict[str, Any]:
             "different": {"count": d.changed_count, "keys": _keys(d.changed, result.keyless)},
         },
         "schema_problems": list(result.schema_problems),
+        "note": result.note,
         "error": None if result.error is None else result.error.fields(),
     }

@@ -192,6 +192,7 @@ class Receiver:
         relay = self.config.state.relay_dir
         index = LogIndex(relay / INDEX_NAME)
         if not relay.is_dir() or (not index.exists() and not index_temp_copies(index.path)):
+            self.relay_progress.on_recovered(EMPTY, None)
             return EMPTY
         names = index.names() if index.exists() else []
         scan_from = names[-1] if names else None

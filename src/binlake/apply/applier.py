@@ -1,0 +1,295 @@
+"""The applier: relay log -> batches -> Iceberg, exactly once per table, whatever crashes.
+
+One thread does everything that touches Spark (py4j pins Python threads to Java threads, and
+Iceberg's commit properties live in a Java thread-local). At start (design "Recovery routine"):
+
+1. the receiver has recovered the relay log (``RelayProgress.wait_recovered``);
+2. each table's applied position and the newest batch number are read from the lake;
+3. a table whose applied position is beyond the relay log's restart point means the relay log
+   lost a tail the applier had applied (WL#4621): the receiver fetches from the relay end
+   anyway, and the table skips, by position, what it has. This is logged;
+4. reading starts at the recorded checkpoint (MDEV-181), and each table applies only the
+   transactions after its applied position.
+
+Checkpoint counts (MDEV-181) are the applier's: it is the one that reads the relay log, so it
+counts each transaction of a relay file when it reads it (``on_transaction_appended``), adds a
+relay file to the tracker when it reaches it (``on_file_added``), and reports them durable once
+the batch holding them has committed to every table (``on_transactions_durable``). Files the
+applier has not reached are not tracked, so the checkpoint is never past them. Once the
+recorded checkpoint moves, files strictly older are purged under the receiver's index lock. At
+a restart the counts are rebuilt by reading again from the recorded checkpoint: a transaction
+counts until the batch holding it has committed (or found every table it touches already
+holding it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from binlake.apply.accounting import RelayAccounting
+from binlake.apply.batch_apply import BatchApplier
+from binlake.apply.console import MB, Console
+from binlake.apply.lake import Lake
+from binlake.apply.lake_target import LakeTarget
+from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
+from binlake.apply.relay_reader import INDEX_NAME, RelayGroup, RelayReader
+from binlake.apply.source_hints import SourceHints
+from binlake.config import Config
+from binlake.crashpoints import crash_point
+from binlake.metrics import LAG_BYTES, LAG_SECONDS, ROWS_APPLIED, TRANSACTIONS_APPLIED, Metrics
+from binlake.source.handoff import RelayProgress, RelayState, relay_key
+from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
+from binlake.storage.index import LogIndex
+from binlake.storage.relay_log import RelayPosition
+
+#: Longest wait for the relay log before the loop looks at the stop flag and the clocks.
+POLL_S = 0.25
+
+
+@dataclass
+class ApplyResult:
+    batches: int = 0
+    transactions: int = 0
+    row_changes: int = 0
+    #: Commits per table.
+    commits: Counter[str] | None = None
+    #: Zero dates written as null, per ``db.table.column``.
+    zero_dates: Counter[str] | None = None
+    #: Relay files purged.
+    purged: int = 0
+
+
+class Applier:
+    def __init__(
+        self,
+        config: Config,
+        spark: SparkSession,
+        relay: RelayProgress,
+        target: LakeTarget,
+        *,
+        console: Console,
+        metrics: Metrics,
+    ) -> None:
+        self.config = config
+        self.relay = relay
+        self.target = target
+        self.console = console
+        self.metrics = metrics
+        self._stop = threading.Event()
+        self.result = ApplyResult(commits=Counter(), zero_dates=Counter())
+        self._hints = SourceHints(config.source.connection_settings())
+        self.lake = Lake(
+            spark,
+            target,
+            key_columns=config.tables.key_columns,
+            hints=self._hints,
+            on_evolved=self._release_holds,
+        )
+        applier = config.applier
+        self._builder = BatchBuilder(
+            Bounds(applier.max_transactions, applier.max_bytes, applier.max_seconds)
+        )
+        self._accounting: RelayAccounting | None = None
+        self._batches: BatchApplier | None = None
+        self._reader: RelayReader | None = None
+        self._next_batch = 1
+        self._applied_relay: RelayPosition | None = None
+        self._last_timestamp: int | None = None
+        self._status_at = time.monotonic()
+        self._status_rows = 0
+
+    def request_stop(self) -> None:
+        """Stop after the batch being committed (an open batch is abandoned, never half
+        committed; its transactions are read again at the next start)."""
+        self._stop.set()
+
+    # ---- the run -----------------------------------------------------------------------------
+
+    def run(self) -> ApplyResult:
+        try:
+            state = self._start()
+            if state is not None:
+                self._loop()
+        finally:
+            self._hints.close()
+        return self.result
+
+    def _start(self) -> RelayState | None:
+        state = self.relay.wait_recovered(timeout=3600.0)
+        while state.durable is None and not state.finished and not self._stop.is_set():
+            state = self.relay.wait_past(None, POLL_S)  # the first relay file is being made
+        if state.durable is None:
+            if state.error is not None:
+                raise state.error
+            return None
+        applied = self.lake.read_applied()
+        self._next_batch = applied.max_batch + 1
+        restart = state.restart.position if state.restart is not None else None
+        for table, position in sorted(applied.positions.items()):
+            if restart is None or position.key() > restart.key():
+                self.console.message(
+                    "apply",
+                    f"relay log lost a tail already applied to {table} (at {position}); "
+                    f"refetching from {restart or 'the source binlog start'}; {table} skips "
+                    "what it has by position (WL#4621)",
+                )
+        record = CheckpointRecord(self.config.state.checkpoint_path)
+        start = scan_start(record, self._index().names())
+        self._accounting = accounting = RelayAccounting(CheckpointTracker(record, [start]))
+        self._batches = BatchApplier(
+            self.lake,
+            selected=self.target.selected,
+            on_drop=self.config.tables.on_drop,
+            holds=accounting.holds,
+            zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
+        )
+        self._reader = RelayReader(self.config.state.relay_dir, start)
+        self.console.message(
+            "apply",
+            f"reading the relay log from {start} (checkpoint); {len(applied.positions)} tables "
+            f"hold batches up to #{applied.max_batch}",
+        )
+        self._purge()
+        return state
+
+    def _loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        while not self._stop.is_set():
+            state = self.relay.wait_past(reader.position, self._wait_s())
+            if state.durable is not None:
+                for group in reader.read(state.durable):
+                    self._take(group)
+                    if self._stop.is_set():
+                        return  # the open batch is abandoned: read again at the next start
+            if self._builder.due(time.monotonic()):
+                self._apply_all(self._builder.flush())
+            self._report(state)
+            caught_up = state.durable is None or relay_key(reader.position) >= relay_key(
+                state.durable
+            )
+            if state.finished and caught_up:
+                self._apply_all(self._builder.flush())
+                self._report(state, force=True)
+                if state.error is not None:
+                    raise state.error
+                return
+
+    def _wait_s(self) -> float:
+        batch = self._builder.open_batch
+        if batch is None:
+            return POLL_S
+        left = batch.started + self._builder.bounds.max_seconds - time.monotonic()
+        return max(0.0, min(POLL_S, left))
+
+    def _take(self, group: RelayGroup) -> None:
+        accounting = self._accounting
+        assert accounting is not None
+        unit = classify(group, self.target.selected)
+        accounting.on_read(group.relay_file, is_transaction=unit.is_transaction)
+        self._apply_all(self._builder.add(unit, time.monotonic()))
+        if self._builder.due(time.monotonic()):
+            self._apply_all(self._builder.flush())
+
+    # ---- batches ---------------------------------------------------------------------------
+
+    def _apply_all(self, batches: list[Batch]) -> None:
+        for batch in batches:
+            self._apply(batch)
+
+    def _apply(self, batch: Batch) -> None:
+        number = self._next_batch
+        self._next_batch += 1
+        assert self._batches is not None and self._accounting is not None
+        result = self._batches.apply(batch, number)
+        self._accounting.on_batch_done(batch, result.held)
+        for line in result.messages:
+            self.console.message("apply", line)
+        self._account(batch, result.committed)
+        self._purge()
+
+    def _release_holds(self, table: str) -> None:
+        if self._accounting is not None:
+            self._accounting.holds.release(table)
+
+    def _account(self, batch: Batch, committed: Counter[str]) -> None:
+        out = self.result
+        out.batches += 1
+        out.transactions += batch.transactions
+        rows = sum(committed.values())
+        out.row_changes += rows
+        assert out.commits is not None
+        out.commits.update(dict.fromkeys(committed, 1))
+        self.metrics.inc_counter(TRANSACTIONS_APPLIED, None, batch.transactions)
+        for table, count in committed.items():
+            self.metrics.inc_counter(ROWS_APPLIED, {"table": table}, count)
+        self._applied_relay = batch.last.relay
+        self._last_timestamp = batch.last.group.events[-1].header.timestamp
+
+    # ---- purge -----------------------------------------------------------------------------
+
+    def _index(self) -> LogIndex:
+        return LogIndex(self.config.state.relay_dir / INDEX_NAME)
+
+    def _purge(self) -> None:
+        """Remove relay files strictly older than the recorded checkpoint (MDEV-181)."""
+        assert self._accounting is not None
+        tracker = self._accounting.tracker
+        recorded = tracker.recorded_checkpoint
+        index = self._index()
+        names = index.names()
+        if recorded not in names or names.index(recorded) == 0:
+            return
+        crash_point("apply_during_purge")
+        with self.relay.index_lock:
+            removed = index.purge(recorded, keep_from=recorded)
+        tracker.on_files_purged([f for f in removed if f in tracker.files])
+        self.result.purged += len(removed)
+
+    # ---- progress ----------------------------------------------------------------------------
+
+    def _report(self, state: RelayState, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._status_at < self.console.interval_s:
+            return
+        elapsed = max(now - self._status_at, 1e-9)
+        rate = (self.result.row_changes - self._status_rows) / elapsed
+        self._status_at, self._status_rows = now, self.result.row_changes
+        behind = self._behind_bytes(state.durable)
+        lag_s = (
+            max(0.0, time.time() - self._last_timestamp) if behind and self._last_timestamp else 0.0
+        )
+        self.metrics.set_gauge(LAG_BYTES, None, behind)
+        self.metrics.set_gauge(LAG_SECONDS, None, lag_s)
+        self.console.status(
+            f"{rate:,.0f} rows/s  lag {lag_s:.1f} s / {behind / MB:.1f} MB  "
+            f"({self.result.row_changes:,} row changes, {self.result.transactions:,} "
+            f"transactions, {self.result.batches:,} batches)"
+        )
+
+    def _behind_bytes(self, durable: RelayPosition | None) -> int:
+        """Relay-log bytes durable but not yet applied."""
+        applied = self._applied_relay or (
+            RelayPosition(self._reader.position.file, 0) if self._reader else None
+        )
+        if durable is None or applied is None or relay_key(applied) >= relay_key(durable):
+            return 0
+        if applied.file == durable.file:
+            return durable.offset - applied.offset
+        relay_dir: Path = self.config.state.relay_dir
+        names = self._index().names()
+        if applied.file not in names or durable.file not in names:
+            return 0
+        total = durable.offset - applied.offset
+        for name in names[names.index(applied.file) : names.index(durable.file)]:
+            try:
+                total += (relay_dir / name).stat().st_size
+            except OSError:
+                continue
+        return max(total, 0)

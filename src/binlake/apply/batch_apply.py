@@ -1,0 +1,298 @@
+"""Applying one batch to the lake: rows batches (decode, net changes, one commit per table) and
+DDL batches (table actions and pending schema evolution).
+
+Rows: each rows event is decoded with the TABLE_MAP logged with it and the table's hints, its
+rows converted to the values written (``types.row_converter``), and fed to the table's
+``KeyedChanges`` or ``ChangeLog``, skipping every transaction the table already has (its
+applied position). Then one commit per table, each carrying the batch's ``binlake.*``
+properties. A crash anywhere leaves each table either with the whole batch or without it;
+restart re-reads the batch and each table skips what it has (crash points
+``apply_before_commit``, ``apply_between_tables``, ``apply_after_commits``).
+
+DDL: an ALTER that changes columns becomes *pending* on its table (``Lake.prepare`` evolves the
+Iceberg schema at the table's next TABLE_MAP, which is the truth about the new columns); its
+relay-log transaction stays counted in the checkpoint until then (``held``), so that a restart
+reads it again. TRUNCATE, DROP, RENAME and CREATE are ``table_actions``; a TRUNCATE the table
+already has (by position) is not run again, and a RENAME whose target already exists was made
+before a crash: a table of the old name can only be a replay's re-creation, and is dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from binlake.apply.accounting import DdlHolds
+from binlake.apply.changes import ChangeLog, KeyedChanges
+from binlake.apply.commit import BATCH, GTID, POSITION, RELAY
+from binlake.apply.ddl_statements import (
+    AddColumnClause,
+    AlterTable,
+    ChangeColumnClause,
+    DdlStatement,
+    DropColumnClause,
+    ModifyColumnClause,
+    RenameColumnClause,
+    RenameTables,
+)
+from binlake.apply.lake import Lake, LakeTable
+from binlake.apply.plan import Batch, TableRows, Unit, UnitKind, is_new_for
+from binlake.apply.spark import spark_errors
+from binlake.apply.table_actions import (
+    DROPPED_AT_PROPERTY,
+    ClaimTableName,
+    DeleteAllRows,
+    DropLakeTable,
+    KeepDroppedTable,
+    RenameLakeTable,
+    TableAction,
+    run_table_action,
+    table_actions,
+    table_exists,
+)
+from binlake.apply.types import ZeroDateCounts, row_converter
+from binlake.binlog.errors import BinlakeError
+from binlake.binlog.rows import decode_rows
+from binlake.config import OnDrop
+from binlake.crashpoints import crash_point
+from binlake.source.restart import SourcePosition
+
+_COLUMN_CLAUSES = (
+    AddColumnClause,
+    DropColumnClause,
+    RenameColumnClause,
+    ChangeColumnClause,
+    ModifyColumnClause,
+)
+Changes = KeyedChanges | ChangeLog
+
+
+@dataclass
+class BatchResult:
+    #: Tables committed, with the row changes each took in.
+    committed: Counter[str] = field(default_factory=Counter)
+    #: The table whose pending DDL keeps this (DDL) batch's transaction counted.
+    held: str | None = None
+    messages: list[str] = field(default_factory=list)
+
+
+def commit_properties(batch: Batch, number: int) -> dict[str, str]:
+    """The ``binlake.*`` snapshot properties of a batch: where it ends, in the source (file,
+    offset and GTID state) and in the relay log, and its number."""
+    last = batch.last
+    return {
+        POSITION: str(batch.position),
+        GTID: last.gtid_state,
+        RELAY: str(last.relay),
+        BATCH: str(number),
+    }
+
+
+class BatchApplier:
+    def __init__(
+        self,
+        lake: Lake,
+        *,
+        selected: Callable[[str], bool],
+        on_drop: OnDrop,
+        holds: DdlHolds,
+        zero_dates: ZeroDateCounts,
+    ) -> None:
+        self.lake = lake
+        self.selected = selected
+        self.on_drop = on_drop
+        self.holds = holds
+        self.zero_dates = zero_dates
+
+    def apply(self, batch: Batch, number: int) -> BatchResult:
+        properties = commit_properties(batch, number)
+        if batch.is_ddl:
+            return self._ddl(batch.units[0], properties)
+        return self._rows(batch, properties)
+
+    # ---- rows ------------------------------------------------------------------------------
+
+    def _rows(self, batch: Batch, properties: dict[str, str]) -> BatchResult:
+        per_table: dict[str, tuple[LakeTable, Changes]] = {}
+        for unit in batch.units:
+            if unit.kind is UnitKind.ROWS:
+                self._take(unit, per_table)
+        result = BatchResult()
+        crash_point("apply_before_commit")
+        todo = [(table, changes) for table, changes in per_table.values() if len(changes)]
+        for i, (table, changes) in enumerate(todo):
+            if i:
+                crash_point("apply_between_tables")
+            self.lake.commit(table, changes, properties, batch.position)
+            result.committed[table.source] += changes.changes
+        crash_point("apply_after_commits")
+        return result
+
+    def _take(self, unit: Unit, per_table: dict[str, tuple[LakeTable, Changes]]) -> None:
+        position = unit.position
+        for rows in unit.rows:
+            table = self.lake.table(rows.table_map.qualified_name)
+            if not is_new_for(position, table.applied):
+                continue  # the table has this transaction already
+            entry = per_table.get(table.source)
+            if entry is None:
+                self.lake.prepare(table, rows.table_map)
+                entry = per_table[table.source] = (table, table.new_changes(rows.table_map))
+            self._feed(entry[1], table, rows, str(position), unit.group.relay_file)
+
+    def _feed(
+        self, changes: Changes, table: LakeTable, rows: TableRows, position: str, file: str
+    ) -> None:
+        hints = table.hints(rows.table_map)
+        convert = row_converter(rows.table_map, hints).convert
+        try:
+            decoded = decode_rows(rows.event, rows.table_map, hints, offset=rows.offset)
+        except BinlakeError as error:
+            raise error.with_location(file=file) from None
+        kind = rows.event.kind
+        for before, after in decoded:
+            old = convert(before, self.zero_dates) if before is not None else None
+            new = convert(after, self.zero_dates) if after is not None else None
+            if isinstance(changes, ChangeLog):
+                _log(changes, old, new, position)
+            elif kind == "write" and new is not None:
+                changes.insert(new)
+            elif kind == "update" and old is not None and new is not None:
+                changes.update(old, new)
+            elif old is not None:
+                changes.delete(old)
+
+    # ---- DDL -------------------------------------------------------------------------------
+
+    def _ddl(self, unit: Unit, properties: dict[str, str]) -> BatchResult:
+        statement = unit.ddl
+        assert statement is not None
+        position = unit.position
+        result = BatchResult()
+        if isinstance(statement, AlterTable) and any(
+            isinstance(c, _COLUMN_CLAUSES) for c in statement.clauses
+        ):
+            self._pend(statement, statement.table.qualified, position, result)
+        actions = table_actions(
+            statement,
+            "keep" if self.on_drop is OnDrop.KEEP else "drop",
+            replicated=self.selected,
+            known_tables=self.lake.known_tables(),
+        )
+        for i, action in enumerate(actions):
+            if i:
+                crash_point("apply_during_ddl")
+            self._action(action, statement, position, properties, result)
+        return result
+
+    def _pend(
+        self, statement: DdlStatement, source: str, position: SourcePosition, result: BatchResult
+    ) -> None:
+        if not self.selected(source):
+            return
+        table = self.lake.table(source)
+        if table.schema is None or not is_new_for(position, table.applied):
+            return  # no Iceberg table yet (made from the next TABLE_MAP), or applied already
+        table.pending_ddl.append(statement)
+        table.in_sync = None
+        result.held = source
+
+    def _action(
+        self,
+        action: TableAction,
+        statement: DdlStatement,
+        position: SourcePosition,
+        properties: dict[str, str],
+        result: BatchResult,
+    ) -> None:
+        if isinstance(action, DeleteAllRows):
+            table = self.lake.table(action.table)
+            if table.schema is None or not is_new_for(position, table.applied):
+                return  # nothing to empty, or the TRUNCATE is in the table already
+            self._run(action, position, properties)
+            table.applied = position
+            result.committed[action.table] += 0
+        elif isinstance(action, RenameLakeTable):
+            self._rename(action, statement, position, properties, result)
+        else:
+            self._run(action, position, properties)
+            gone = action.table
+            if isinstance(action, ClaimTableName) and action.needs_snapshot:
+                result.messages.append(
+                    f"{gone} was renamed into the replicated tables: rows it had before are "
+                    "not in the binlog; snapshot it (binlake verify shows the difference)"
+                )
+            if isinstance(action, DropLakeTable | KeepDroppedTable | ClaimTableName):
+                self.holds.release(gone)
+                if result.held == gone:
+                    result.held = None
+                self.lake.forget(gone)
+
+    def _rename(
+        self,
+        action: RenameLakeTable,
+        statement: DdlStatement,
+        position: SourcePosition,
+        properties: dict[str, str],
+        result: BatchResult,
+    ) -> None:
+        lake = self.lake
+        new_name = lake.target.lake_table(action.new)
+        if table_exists(lake.spark, new_name) and not _dropped(lake, new_name):
+            # Renamed before a crash; a table of the old name is a replay's re-creation.
+            old_name = lake.target.lake_table(action.old)
+            if table_exists(lake.spark, old_name):
+                with spark_errors(f"DROP TABLE {old_name}", action.old):
+                    lake.spark.sql(f"DROP TABLE {old_name}")
+                result.messages.append(
+                    f"{action.old} -> {action.new} was renamed before a restart; dropped "
+                    f"the copy of {action.old} the restart re-created"
+                )
+            self._moved(action, result)
+            lake.forget(action.old)
+            lake.forget(action.new)
+            return
+        old = lake.table(action.old)
+        if old.pending_ddl and isinstance(statement, RenameTables):
+            old.pending_ddl.append(statement)  # the evolution's DDL replay follows the name
+        self._run(action, position, properties)
+        lake.renamed(action.old, action.new)
+        self._moved(action, result)
+
+    def _moved(self, action: RenameLakeTable, result: BatchResult) -> None:
+        self.holds.move(action.old, action.new)
+        if result.held == action.old:
+            result.held = action.new
+
+    def _run(
+        self, action: TableAction, position: SourcePosition, properties: dict[str, str]
+    ) -> None:
+        run_table_action(
+            self.lake.spark,
+            action,
+            lake_table=self.lake.target.lake_table,
+            position=str(position),
+            commit_properties=properties,
+        )
+
+
+def _log(
+    changes: ChangeLog, old: tuple[object, ...] | None, new: tuple[object, ...] | None, at: str
+) -> None:
+    if old is not None and new is not None:
+        changes.update(old, new, at)
+    elif new is not None:
+        changes.insert(new, at)
+    elif old is not None:
+        changes.delete(old, at)
+
+
+def _dropped(lake: Lake, name: str) -> bool:
+    """Whether the Iceberg table ``name`` is a kept copy of a dropped table."""
+    statement = f"SHOW TBLPROPERTIES {name} ('{DROPPED_AT_PROPERTY}')"
+    with spark_errors(statement, name):
+        rows = lake.spark.sql(statement).collect()
+    return any(
+        row["key"] == DROPPED_AT_PROPERTY and "does not have" not in row["value"] for row in rows
+    )

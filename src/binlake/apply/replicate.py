@@ -1,0 +1,182 @@
+"""``binlake replicate``: the receiver (a thread) and the applier (this thread) in one process.
+
+The process takes the state folder's lock once, for both: the receiver writes the relay log,
+the applier writes the checkpoint record and purges old relay files. The receiver recovers the
+relay log at its start (design "Recovery routine", step 1) while this thread starts Spark; the
+applier then reads the lake's positions and starts at the recorded checkpoint (steps 2-4, see
+``binlake.apply.applier``). A lost source position is the receiver's
+``SourcePositionLostError`` (step 5), raised here.
+
+Stopping: ``request_stop`` (SIGINT/SIGTERM) stops the applier after the commit in progress (an
+open batch is abandoned: never half committed) and the receiver at a transaction boundary;
+then the session stops and the lock is released. With ``until_caught_up`` the receiver stops
+once the relay log holds the source's binlog end as it was at start, and the applier once it
+has applied everything up to the relay log's end.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from binlake.apply.applier import Applier, ApplyResult
+from binlake.apply.console import Console, ReceiverProgress
+from binlake.apply.lake_target import LakeTarget, lake_target
+from binlake.apply.spark import SparkSettings, build_session, stop_session
+from binlake.config import Config
+from binlake.metrics import Metrics, MetricsServer
+from binlake.source.handoff import RelayProgress
+from binlake.source.receiver import Receiver, ReceiveResult
+from binlake.storage.durable import raise_os_error
+from binlake.storage.lock import StateLock
+
+#: Longest wait for the receiver's thread to end after a stop.
+RECEIVER_JOIN_S = 30.0
+
+
+@dataclass
+class ReplicateResult:
+    applied: ApplyResult
+    received: ReceiveResult | None
+
+
+def spark_settings(config: Config, target: LakeTarget) -> SparkSettings:
+    return SparkSettings(
+        master=config.spark.master,
+        app_name="binlake-replicate",
+        warehouse=target.warehouse,
+        catalog=target.catalog,
+        conf=dict(config.spark.conf),
+    )
+
+
+class Replicator:
+    """One ``binlake replicate`` run; ``spark`` may be given (tests share a session)."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        until_caught_up: bool = False,
+        spark: SparkSession | None = None,
+        console: Console | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.until_caught_up = until_caught_up
+        self.console = console or Console(interval_s=config.receiver.progress_interval_s)
+        self.metrics = metrics or Metrics()
+        self.relay = RelayProgress()
+        self.target = lake_target(config)
+        self._spark = spark
+        self._stop = threading.Event()
+        self._applier: Applier | None = None
+        self.receiver = Receiver(
+            config,
+            until_caught_up=until_caught_up,
+            progress=ReceiverProgress(
+                self.console, self.metrics, config.receiver.progress_interval_s
+            ),
+            relay_progress=self.relay,
+            take_lock=False,
+        )
+        self._received: ReceiveResult | None = None
+
+    def request_stop(self) -> None:
+        """Stop cleanly (safe from a signal handler)."""
+        self._stop.set()
+        self.receiver.request_stop()
+        if self._applier is not None:
+            self._applier.request_stop()
+
+    def run(self) -> ReplicateResult:
+        state_dir = self.config.state.dir
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise_os_error(exc, state_dir, "creating the state folder")
+        with StateLock.acquire(state_dir), self._metrics_server():
+            thread = threading.Thread(target=self._receive, name="binlake-receiver", daemon=True)
+            thread.start()
+            try:
+                applied = self._apply()
+            except BaseException as error:
+                self.metrics.record_error(error)
+                raise
+            finally:
+                self.receiver.request_stop()
+                thread.join(RECEIVER_JOIN_S)
+                self.console.close()
+        return ReplicateResult(applied, self._received)
+
+    def _receive(self) -> None:
+        try:
+            self._received = self.receiver.run()
+        except BaseException as error:  # handed to the applier, which raises it
+            self.relay.finish(error=error)
+        else:
+            self.relay.finish(outcome=self._received.outcome.value)
+
+    def _apply(self) -> ApplyResult:
+        state = self.relay.state()
+        while state.durable is None and not state.finished and not self._stop.is_set():
+            # Spark takes seconds to start: a source that cannot be reached, a wrong password
+            # or a lost position is reported first.
+            state = self.relay.wait_past(None, 0.5)
+        if state.durable is None and state.error is not None:
+            raise state.error
+        own = self._spark is None
+        spark = self._spark or build_session(spark_settings(self.config, self.target))
+        try:
+            applier = self._applier = Applier(
+                self.config,
+                spark,
+                self.relay,
+                self.target,
+                console=self.console,
+                metrics=self.metrics,
+            )
+            if self._stop.is_set():
+                applier.request_stop()
+            result = applier.run()
+        finally:
+            if own:
+                stop_session(spark)
+        if not self.until_caught_up:
+            return result
+        state = self.relay.state()
+        if state.error is not None:
+            raise state.error
+        return result
+
+    def _metrics_server(self) -> _Serving:
+        return _Serving(self.metrics, self.config.applier.metrics_port, self.console)
+
+
+class _Serving:
+    """The Prometheus endpoint for the run, when ``metrics_port`` is set."""
+
+    def __init__(self, metrics: Metrics, port: int, console: Console) -> None:
+        self.metrics, self.port, self.console = metrics, port, console
+        self.server: MetricsServer | None = None
+
+    def __enter__(self) -> _Serving:
+        if self.port:
+            try:
+                self.server = MetricsServer(self.metrics, self.port).start()
+            except OSError as exc:
+                from binlake.errors import ConfigError
+
+                raise ConfigError(
+                    f"cannot serve metrics on port {self.port}: {exc.strerror}",
+                    field="applier.metrics_port",
+                    hint="choose a free port, or 0 for no metrics endpoint",
+                ) from None
+            self.console.message("apply", f"metrics at {self.server.url}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server is not None:
+            self.server.stop()

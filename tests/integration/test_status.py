@@ -1,0 +1,209 @@
+"""`binlake status` against a real MariaDB, a real relay log and Iceberg tables: positions, lag
+in bytes and seconds per table, relay size, checkpoint; JSON shape; an unreachable source."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from binlake.apply.lake_target import LakeTarget
+from binlake.apply.status import StatusReport, TableStatus, collect_status
+from binlake.cli.status_cmd import render_status
+from binlake.config import load_config
+from binlake.sandbox import MariaDBSandbox, free_port
+from binlake.source.restart import SourcePosition
+from binlake.storage.checkpoint import CheckpointRecord
+from conftest import require_mariadb
+from lake_builder import commit_state, create_lake_table, isolated_catalog, master_position, replay
+from receiver_testing import describe, receive_env, run_receive, write_config
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBSandbox]:
+    require_mariadb()
+    sandbox = MariaDBSandbox(tmp_path_factory.mktemp("status-source"))
+    try:
+        yield sandbox.start()
+    finally:
+        sandbox.kill()
+
+
+def execute(source: MariaDBSandbox, db: str, *statements: str) -> SourcePosition:
+    with source.connect(db) as conn, conn.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+    return master_position(source)
+
+
+class Lake:
+    """Two replicated tables at position X, one created but never written, then two more
+    transactions on ``t1`` in the source and the relay log (not applied)."""
+
+    def __init__(self, source: MariaDBSandbox, spark: SparkSession, folder: Path) -> None:
+        self.db = f"s_{uuid.uuid4().hex[:10]}"
+        source.execute(f"CREATE DATABASE {self.db}")
+        self.target: LakeTarget = isolated_catalog(spark, folder / "warehouse")
+        self.config_path = write_config(folder / "binlake.toml", source.port, folder / "state")
+        statements = [f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in ("t1", "t2", "t3")]
+        statements += ["INSERT INTO t1 VALUES (1, 1), (2, 2)", "INSERT INTO t2 VALUES (1, 1)"]
+        self.applied = execute(source, self.db, *statements)
+        names = [f"{self.db}.{t}" for t in ("t1", "t2", "t3")]
+        replayed = replay(source, names[:2], until=self.applied)
+        for name in names[:2]:
+            commit_state(spark, self.target, name, replayed[name], self.applied)
+        create_lake_table(spark, self.target, names[2], replayed[names[0]].schema)
+        self.first_pending_at = time.time()
+        self.end = execute(source, self.db, "UPDATE t1 SET v = 10", "DELETE FROM t1 WHERE id = 2")
+        run = run_receive(self.config_path, "--until-caught-up")
+        assert run.returncode == 0, describe(run)
+
+    def status(self) -> StatusReport:
+        return collect_status(load_config(self.config_path), self.target)
+
+
+@pytest.fixture
+def lake(source: MariaDBSandbox, spark: SparkSession, tmp_path: Path) -> Lake:
+    return Lake(source, spark, tmp_path)
+
+
+def test_status_shows_positions_and_lag_for_two_tables_and_an_empty_one(lake: Lake) -> None:
+    report = lake.status()
+    assert report.source.reachable and report.source.position == lake.end
+    assert report.relay.end == lake.end and report.relay.behind_source_bytes == 0
+    assert report.relay.files >= 1 and report.relay.bytes > 0
+    assert report.relay.checkpoint is None
+    tables = {t.source_table: t for t in report.tables}
+    t1, t2, t3 = (tables[f"{lake.db}.{t}"] for t in ("t1", "t2", "t3"))
+    assert t1.applied_position == lake.applied and t1.pending_transactions == 2
+    assert t1.lag_bytes == lake.end.offset - lake.applied.offset
+    assert (
+        t1.lag_seconds is not None and 0 <= t1.lag_seconds < time.time() - lake.first_pending_at + 5
+    )
+    assert (t2.applied_position, t2.pending_transactions, t2.lag_bytes, t2.lag_seconds) == (
+        lake.applied,
+        0,
+        0,
+        0.0,
+    ), "a quiet table is as current as the relay log"
+    assert t2.batch == "1" and t2.snapshot_id is not None
+    assert (t3.applied_position, t3.snapshot_id, t3.pending_transactions) == (None, None, 0)
+    text = render_status(report)
+    assert (
+        f"source     127.0.0.1:{lake.config_path and load_config(lake.config_path).source.port}"
+        in text
+    )
+    assert f"relay      at {lake.end}" in text and "checkpoint none recorded" in text
+    line = next(x for x in text.splitlines() if x.strip().startswith(f"{lake.db}.t1"))
+    assert str(lake.applied) in line and "  2  " in line
+
+
+def test_status_reads_the_recorded_checkpoint(lake: Lake) -> None:
+    config = load_config(lake.config_path)
+    CheckpointRecord(config.state.checkpoint_path).write("relay-bin.000002")
+    assert lake.status().relay.checkpoint == "relay-bin.000002"
+
+
+def status_cli(config: Path, *args: str, code: str = "") -> subprocess.CompletedProcess[str]:
+    """`binlake status` in a fresh interpreter; ``code`` runs after it (to inspect modules)."""
+    script = (
+        "import sys\nfrom binlake.cli.main import run\n"
+        f"rc = run(['status', '--config', {str(config)!r}, *{list(args)!r}])\n{code}\n"
+        "sys.exit(rc)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=receive_env(),
+        timeout=60,
+        check=False,
+    )
+
+
+def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path: Path) -> None:
+    warehouse = tmp_path / "warehouse"
+    assert warehouse == lake.target.warehouse, "the config's default warehouse is beside it"
+    run = status_cli(lake.config_path, "--json", code="assert 'pyspark' not in sys.modules")
+    assert run.returncode == 0, describe(run)
+    data = json.loads(run.stdout)
+    assert set(data) == {
+        "version",
+        "generated_at",
+        "source",
+        "relay",
+        "catalog",
+        "warehouse",
+        "tables",
+    }
+    assert set(data["source"]) == {
+        "address", "reachable", "position", "gtid_position", "binlog_files", "error", "hint",
+    }  # fmt: skip
+    assert set(data["relay"]) == {
+        "dir", "files", "bytes", "end", "end_timestamp", "checkpoint", "checkpoint_error",
+        "behind_source_bytes",
+    }  # fmt: skip
+    assert data["version"] == 1 and data["catalog"] == "lake"
+    assert len(data["tables"]) == 3
+    for table in data["tables"]:
+        assert set(table) == {
+            "table", "source_table", "applied_position", "snapshot_id", "committed_at_ms",
+            "batch", "pending_transactions", "lag_bytes", "lag_seconds", "problem",
+        }  # fmt: skip
+    t1 = next(t for t in data["tables"] if t["source_table"] == f"{lake.db}.t1")
+    assert t1["applied_position"] == str(lake.applied) and t1["pending_transactions"] == 2
+
+
+def test_status_with_an_unreachable_source_says_so_and_prints_the_rest(lake: Lake) -> None:
+    text = lake.config_path.read_text().replace(
+        f"port = {load_config(lake.config_path).source.port}", f"port = {free_port()}"
+    )
+    lake.config_path.write_text(text)
+    run = status_cli(lake.config_path)
+    assert run.returncode == 0, describe(run)
+    assert "UNREACHABLE" in run.stdout and "hint: check [source] host and port" in run.stdout
+    assert f"relay      at {lake.end}" in run.stdout
+    assert f"{lake.db}.t1" in run.stdout and f"{lake.db}.t3" in run.stdout
+    data = json.loads(status_cli(lake.config_path, "--json").stdout)
+    assert data["source"]["reachable"] is False and data["source"]["hint"]
+    t1 = next(t for t in data["tables"] if t["source_table"] == f"{lake.db}.t1")
+    assert t1["lag_bytes"] is None and t1["pending_transactions"] == 2
+
+
+def test_status_of_an_empty_state_folder_and_warehouse(
+    source: MariaDBSandbox, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path / "binlake.toml", source.port, tmp_path / "state")
+    run = status_cli(config, "--json")
+    assert run.returncode == 0, describe(run)
+    data = json.loads(run.stdout)
+    assert data["tables"] == [] and data["relay"]["end"] is None and data["relay"]["files"] == 0
+    assert data["source"]["position"] == str(master_position(source))
+
+
+def test_status_through_spark_for_a_catalog_it_cannot_read_as_files(
+    lake: Lake, spark: SparkSession
+) -> None:
+    """A catalog set in [spark] conf (REST, Hive...) is listed through Spark: same facts."""
+    from binlake.apply.lake_catalog import spark_lake_tables
+
+    files = lake.status()
+    prefix = f"spark.sql.catalog.{lake.target.catalog}"
+    through_spark = replace(lake.target, spark_conf={prefix: spark.conf.get(prefix)})
+    assert not through_spark.embedded
+    report = collect_status(
+        load_config(lake.config_path), through_spark, lambda t: spark_lake_tables(spark, t)
+    )
+
+    def facts(tables: tuple[TableStatus, ...]) -> dict[str | None, TableStatus]:
+        return {t.source_table: replace(t, lag_seconds=None) for t in tables}  # time moves
+
+    assert facts(report.tables) == facts(files.tables)

@@ -1,0 +1,272 @@
+"""Batch planning: what each relay-log group is to the applier, where batches end, which
+transactions a table skips by position, and the refusals (statement format, XA, no TABLE_MAP)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apply_testing import RelayLog, relay_group, shop_map
+from binlake.apply.ddl_statements import AlterTable, TruncateTable
+from binlake.apply.plan import (
+    BatchBuilder,
+    Bounds,
+    UnitKind,
+    classify,
+    is_new_for,
+    statement_target,
+)
+from binlake.binlog.transactions import EventGroup, GroupKind
+from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError, exit_code_for
+from binlake.source.restart import SourcePosition
+
+ORDERS = shop_map("orders")
+ITEMS = shop_map("items", table_id=71)
+
+
+def everything(_table: str) -> bool:
+    return True
+
+
+def only_orders(table: str) -> bool:
+    return table == "shop.orders"
+
+
+def insert(table_map: object, n: int = 1) -> tuple[object, str, list[tuple[None, tuple[int, str]]]]:
+    return (table_map, "write", [(None, (i, f"row {i}")) for i in range(n)])
+
+
+def test_a_row_transaction_is_a_rows_unit_with_its_table_maps() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS, 2), insert(ITEMS))  # type: ignore[arg-type]
+    (group,) = log.transactions()
+    unit = classify(group, everything)
+    assert unit.kind is UnitKind.ROWS
+    assert unit.tables == {"shop.orders", "shop.items"}
+    assert [r.table_map.table for r in unit.rows] == ["orders", "items"]
+    assert unit.is_transaction
+
+
+def test_rows_of_tables_not_replicated_are_left_out() -> None:
+    log = RelayLog()
+    log.rows(insert(ITEMS))  # type: ignore[arg-type]
+    (group,) = log.transactions()
+    unit = classify(group, only_orders)
+    assert unit.kind is UnitKind.NONE and unit.rows == ()
+    assert unit.is_transaction  # still counted for the checkpoint
+
+
+def test_control_events_are_nothing_and_not_transactions() -> None:
+    log = RelayLog()
+    control = [g for g in log.groups() if g.group.kind is GroupKind.CONTROL]
+    assert control
+    for group in control:
+        unit = classify(group, everything)
+        assert unit.kind is UnitKind.NONE and not unit.is_transaction
+
+
+def test_ddl_on_a_replicated_table_is_a_ddl_unit() -> None:
+    log = RelayLog()
+    log.statement("ALTER TABLE orders ADD COLUMN qty INT")
+    log.statement("TRUNCATE TABLE items")
+    alter, truncate = (classify(g, only_orders) for g in log.transactions())
+    assert alter.kind is UnitKind.DDL and isinstance(alter.ddl, AlterTable)
+    assert alter.tables == {"shop.orders"}
+    assert truncate.kind is UnitKind.NONE  # items is not replicated
+    assert isinstance(classify(log.transactions()[1], everything).ddl, TruncateTable)
+
+
+def test_statements_that_do_not_concern_the_lake_are_nothing() -> None:
+    log = RelayLog()
+    log.statement("CREATE USER bob")
+    log.statement("CREATE DATABASE other")
+    assert [classify(g, everything).kind for g in log.transactions()] == [UnitKind.NONE] * 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "INSERT INTO orders VALUES (1, 'x')",
+        "UPDATE shop.orders SET note = 'y'",
+        "DELETE FROM orders",
+    ],
+)
+def test_a_statement_format_change_to_a_replicated_table_is_refused(text: str) -> None:
+    log = RelayLog()
+    log.dml_in_transaction(text)
+    (group,) = log.transactions()
+    with pytest.raises(StatementFormatError, match="binlog_format must be ROW") as caught:
+        classify(group, everything)
+    assert caught.value.table == "shop.orders"
+    assert caught.value.setting == "binlog_format"
+    assert caught.value.file == "relay-bin.000001"
+    assert "binlog_format=ROW" in caught.value.hint
+    assert exit_code_for(caught.value) == 78
+
+
+def test_a_standalone_statement_format_change_is_refused_too() -> None:
+    log = RelayLog()
+    log.statement("INSERT INTO orders VALUES (1, 'x')")
+    (group,) = log.transactions()
+    with pytest.raises(StatementFormatError):
+        classify(group, everything)
+
+
+def test_a_statement_format_change_to_another_table_is_ignored() -> None:
+    log = RelayLog()
+    log.dml_in_transaction("INSERT INTO items VALUES (1, 'x')")
+    (group,) = log.transactions()
+    assert classify(group, only_orders).kind is UnitKind.NONE
+
+
+def test_a_statement_whose_table_cannot_be_told_is_refused() -> None:
+    log = RelayLog()
+    log.dml_in_transaction("UPDATE items, orders SET orders.note = items.note")
+    (group,) = log.transactions()
+    with pytest.raises(StatementFormatError):
+        classify(group, only_orders)
+
+
+def test_statement_targets_are_read_from_common_shapes() -> None:
+    assert statement_target("shop", "INSERT IGNORE INTO `a b`.`t``1` VALUES (1)") == "a b.t`1"
+    assert statement_target("shop", "replace low_priority t2 (a) values (1)") == "shop.t2"
+    assert statement_target("shop", "DELETE FROM x.y WHERE id = 1") == "x.y"
+    assert statement_target("shop", "DELETE a FROM a JOIN b") is None
+
+
+def test_a_rows_event_without_its_table_map_is_refused() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    (group,) = log.transactions()
+    events = tuple(e for e in group.group.events if type(e.payload).__name__ != "TableMap")
+    broken = relay_group(EventGroup(group.group.kind, events, None), "relay-bin.000001", 0)
+    with pytest.raises(ApplyError, match="has no TABLE_MAP"):
+        classify(broken, everything)
+
+
+def test_an_xa_transaction_on_a_replicated_table_is_refused() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    (group,) = log.transactions()
+    xa = relay_group(EventGroup(GroupKind.XA_PREPARE, group.group.events, None), "r.000001", 0)
+    with pytest.raises(ApplyError, match="XA transaction"):
+        classify(xa, everything)
+
+
+# ---- batches ------------------------------------------------------------------------------------
+
+
+def units(log: RelayLog) -> list[object]:
+    return [classify(g, everything) for g in log.transactions()]
+
+
+def test_a_batch_ends_after_max_transactions() -> None:
+    log = RelayLog()
+    for _ in range(5):
+        log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    builder = BatchBuilder(Bounds(max_transactions=2, max_bytes=1 << 30, max_seconds=60))
+    done = [b for u in units(log) for b in builder.add(u, 0.0)]  # type: ignore[arg-type]
+    done += builder.flush()
+    assert [len(b.units) for b in done] == [2, 2, 1]
+
+
+def test_a_batch_ends_once_it_holds_max_bytes() -> None:
+    log = RelayLog()
+    for _ in range(4):
+        log.rows(insert(ORDERS, 3))  # type: ignore[arg-type]
+    size = log.transactions()[0].size
+    builder = BatchBuilder(Bounds(max_transactions=100, max_bytes=2 * size, max_seconds=60))
+    done = [b for u in units(log) for b in builder.add(u, 0.0)]  # type: ignore[arg-type]
+    assert [len(b.units) for b in done] == [2, 2]
+    assert done[0].bytes == 2 * size
+
+
+def test_a_batch_is_due_max_seconds_after_its_first_transaction() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    builder = BatchBuilder(Bounds(max_transactions=100, max_bytes=1 << 30, max_seconds=2.0))
+    assert builder.add(units(log)[0], 10.0) == []  # type: ignore[arg-type]
+    assert not builder.due(11.9)
+    assert builder.due(12.0)
+    assert len(builder.flush()) == 1 and not builder.due(20.0)
+
+
+def test_a_ddl_ends_the_batch_before_it_and_is_applied_alone() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    log.statement("ALTER TABLE orders ADD COLUMN qty INT")
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    builder = BatchBuilder(Bounds())
+    done = [b for u in units(log) for b in builder.add(u, 0.0)]  # type: ignore[arg-type]
+    done += builder.flush()
+    assert [len(b.units) for b in done] == [2, 1, 1]
+    assert [b.is_ddl for b in done] == [False, True, False]
+    assert done[1].position == done[1].units[0].position
+
+
+def test_a_table_map_that_changes_shape_ends_the_batch() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    wider = shop_map("orders", table_id=99, extra=("qty",))
+    log.rows((wider, "write", [(None, (5, "x", 1))]))
+    same_shape_new_id = shop_map("orders", table_id=100, extra=("qty",))
+    log.rows((same_shape_new_id, "write", [(None, (6, "y", 2))]))
+    builder = BatchBuilder(Bounds())
+    done = [b for u in units(log) for b in builder.add(u, 0.0)]  # type: ignore[arg-type]
+    done += builder.flush()
+    assert [len(b.units) for b in done] == [1, 2]
+
+
+def test_a_batch_counts_its_transactions_per_relay_file_and_ends_at_the_last_position() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    log.rows(insert(ITEMS))  # type: ignore[arg-type]
+    builder = BatchBuilder(Bounds())
+    for group in log.groups():
+        builder.add(classify(group, everything), 0.0)
+    (batch,) = builder.flush()
+    assert batch.transactions_per_file() == {"relay-bin.000001": 2}
+    assert batch.position == log.groups()[-1].position
+
+
+# ---- positions ----------------------------------------------------------------------------------
+
+
+def test_a_table_takes_only_transactions_after_its_applied_position() -> None:
+    applied = SourcePosition("mariadb-bin.000002", 500)
+    assert is_new_for(SourcePosition("mariadb-bin.000002", 501), applied)
+    assert not is_new_for(SourcePosition("mariadb-bin.000002", 500), applied)
+    assert not is_new_for(SourcePosition("mariadb-bin.000001", 9000), applied)
+    assert is_new_for(SourcePosition("mariadb-bin.000010", 4), applied)  # numbers, not text
+    assert is_new_for(SourcePosition("mariadb-bin.000001", 4), None)
+
+
+def test_two_tables_of_one_batch_skip_independently_after_a_crash_between_their_commits() -> None:
+    """Crash after orders committed the batch ending at P, before items: on restart, the same
+    transactions are new for items and not for orders, whatever the new batch bounds."""
+    log = RelayLog()
+    for _ in range(3):
+        log.rows(insert(ORDERS), insert(ITEMS))  # type: ignore[arg-type]
+    transactions = [classify(g, everything) for g in log.transactions()]
+    batch_end = transactions[-1].position
+    applied = {"shop.orders": batch_end, "shop.items": None}
+    todo = {
+        table: [u.position for u in transactions if is_new_for(u.position, applied[table])]
+        for table in applied
+    }
+    assert todo == {"shop.orders": [], "shop.items": [u.position for u in transactions]}
+
+
+def test_a_transaction_before_any_source_context_has_no_position() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    (group,) = log.transactions()
+    unknown = type(group)(group.group, group.relay_file, group.relay_end, None, "", group.size)
+    with pytest.raises(LogCorruptionError, match="no source position"):
+        classify(unknown, everything).position  # noqa: B018
+
+
+def test_unused_builders_keep_nothing_open() -> None:
+    builder = BatchBuilder(Bounds())
+    assert builder.flush() == [] and builder.open_batch is None
+    assert not builder.due(1e9)

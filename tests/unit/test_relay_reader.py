@@ -1,0 +1,125 @@
+"""The applier's relay-log reader: whole groups up to a durable boundary, across files, in
+chunks, with source positions; damage before the boundary is a typed corruption error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from binlake.apply.relay_reader import RelayReader
+from binlake.binlog.constants import EventFlag
+from binlake.binlog.events import RotateEvent
+from binlake.binlog.transactions import GroupKind
+from binlake.errors import LogCorruptionError
+from binlake.storage.relay_log import RelayLogWriter, RelayPosition
+from binlog_builder import LogBuilder
+from relay_testing import split_events
+
+
+def source_events(transactions: int) -> tuple[list[bytes], list[int]]:
+    """A dump: artificial ROTATE, FORMAT_DESCRIPTION, GTID_LIST, then transactions. Also the
+    source offsets after each transaction."""
+    log = LogBuilder()
+    log.add(RotateEvent(4, "mariadb-bin.000001"), flags=EventFlag.ARTIFICIAL)
+    log.header()
+    ends = [log.transaction(statements=2)[1] for _ in range(transactions)]
+    return split_events(log), ends
+
+
+def write(folder: Path, events: list[bytes], max_file_size: int = 1 << 20) -> RelayLogWriter:
+    writer = RelayLogWriter.open(folder, max_file_size=max_file_size)
+    for event in events:
+        writer.append(event)
+        if writer.last_group is not None:
+            writer.sync()  # rotates by size at boundaries
+    return writer
+
+
+def test_groups_come_whole_with_source_positions_up_to_the_limit(tmp_path: Path) -> None:
+    events, ends = source_events(5)
+    writer = write(tmp_path, events)
+    limit = writer.position
+    reader = RelayReader(tmp_path, writer.files[0])
+    groups = list(reader.read(limit))
+    transactions = [g for g in groups if g.group.kind is GroupKind.TRANSACTION]
+    assert [g.position.offset for g in transactions if g.position] == ends
+    assert all(g.position and g.position.file == "mariadb-bin.000001" for g in transactions)
+    assert transactions[-1].gtid_state == "0-1-5"
+    assert reader.position == limit
+    assert list(reader.read(limit)) == []  # nothing new: nothing again
+    writer.close()
+
+
+def test_reading_resumes_where_it_stopped_as_the_log_grows(tmp_path: Path) -> None:
+    events, ends = source_events(6)
+    writer = write(tmp_path, events[:7])  # header events and the first transaction
+    first = list(RelayReader(tmp_path, writer.files[0]).read(writer.position))
+    reader = RelayReader(tmp_path, writer.files[0])
+    assert len(list(reader.read(writer.position))) == len(first)
+    for event in events[7:]:
+        writer.append(event)
+    writer.sync()
+    later = [g for g in reader.read(writer.position) if g.group.is_transaction]
+    assert [g.position.offset for g in later if g.position] == ends[1:]
+    writer.close()
+
+
+def test_the_reader_follows_the_index_across_rotated_files(tmp_path: Path) -> None:
+    events, ends = source_events(30)
+    writer = write(tmp_path, events, max_file_size=1500)
+    assert len(writer.files) > 2
+    reader = RelayReader(tmp_path, writer.files[0])
+    groups = [g for g in reader.read(writer.position) if g.group.is_transaction]
+    assert [g.position.offset for g in groups if g.position] == ends
+    assert {g.relay_file for g in groups} == set(
+        writer.files[: len({g.relay_file for g in groups})]
+    )
+    writer.close()
+
+
+def test_a_chunk_smaller_than_a_group_still_yields_it_whole(tmp_path: Path) -> None:
+    events, ends = source_events(4)
+    writer = write(tmp_path, events)
+    reader = RelayReader(tmp_path, writer.files[0], chunk=64)
+    groups = [g for g in reader.read(writer.position) if g.group.is_transaction]
+    assert [g.position.offset for g in groups if g.position] == ends
+    writer.close()
+
+
+def test_a_limit_inside_a_transaction_is_corruption(tmp_path: Path) -> None:
+    events, _ = source_events(2)
+    writer = write(tmp_path, events)
+    cut = RelayPosition(writer.position.file, writer.position.offset - 10)
+    with pytest.raises(LogCorruptionError, match="damaged before a durable boundary") as caught:
+        list(RelayReader(tmp_path, writer.files[0]).read(cut))
+    assert caught.value.file == writer.files[0]
+    writer.close()
+
+
+def test_a_damaged_byte_before_the_limit_is_corruption_naming_file_and_offset(
+    tmp_path: Path,
+) -> None:
+    events, _ = source_events(3)
+    writer = write(tmp_path, events)
+    writer.close()
+    path = tmp_path / writer.files[0]
+    data = bytearray(path.read_bytes())
+    data[-30] ^= 0xFF
+    path.write_bytes(bytes(data))
+    limit = RelayPosition(writer.files[0], len(data))
+    with pytest.raises(LogCorruptionError) as caught:
+        list(RelayReader(tmp_path, writer.files[0]).read(limit))
+    assert caught.value.file == writer.files[0] and caught.value.offset is not None
+    assert "binlake binlog recover" in caught.value.hint
+
+
+def test_a_relay_file_shorter_than_its_durable_end_is_corruption(tmp_path: Path) -> None:
+    events, _ = source_events(3)
+    writer = write(tmp_path, events)
+    writer.close()
+    path = tmp_path / writer.files[0]
+    size = path.stat().st_size
+    limit = RelayPosition(writer.files[0], size + 100)
+    with pytest.raises(LogCorruptionError, match="shorter"):
+        list(RelayReader(tmp_path, writer.files[0]).read(limit))
