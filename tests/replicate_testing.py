@@ -66,7 +66,7 @@ def write_config(
         f"exclude = [{exclude_text}]\n"
         f"{tables}"
         "[applier]\n"
-        "max_seconds = 0.3\n"
+        f"{'' if 'max_seconds' in applier else 'max_seconds = 0.3' + chr(10)}"
         f"{applier}"
     )
     return path

@@ -34,9 +34,9 @@ from replicate_testing import (
 
 #: Crash point -> the pass to die at.
 CASES = {
-    "apply_before_commit": "apply_before_commit:3",
+    "apply_before_commit": "apply_before_commit:2",
     "apply_between_tables": "apply_between_tables:2",
-    "apply_after_commits": "apply_after_commits:3",
+    "apply_after_commits": "apply_after_commits:2",
     "apply_during_ddl": "apply_during_ddl:1",
     "apply_during_purge": "apply_during_purge:1",
 }
@@ -80,23 +80,23 @@ def test_replicate_killed_at_an_apply_crash_point_then_restarted_is_exactly_once
 ) -> None:
     database = f"crash_{point}"
     workload = ShopWorkload(source, database).create()
-    workload.run(25)
+    workload.run(12)
     workload.ddl(TWO_STEP_DDL)
-    workload.run(25)
+    workload.run(12)
     config = write_config(
         tmp_path / "binlake.toml",
         source,
         warehouse=lake_warehouse(spark),
         include=[f"{database}.*"],
         receiver="max_relay_file_size = 4096\nsync_interval_ms = 10\n",
-        applier="max_transactions = 8\n",
+        applier="max_transactions = 6\nmax_seconds = 1.0\n",
     )
-    live = workload.in_thread(40, pause_s=0.02)
+    live = workload.in_thread(20, pause_s=0.03)
     killed = run_until_killed(config, CASES[point])
     live.join()
     assert not workload.errors, workload.errors
     assert killed.returncode == -9, f"not killed at {point}\n{describe(killed)}"
-    workload.run(10)
+    workload.run(5)
     again = run_replicate(config, "--until-caught-up")
     assert again.returncode == 0, describe(again)
     assert_verify_passes(config, spark)
@@ -115,13 +115,13 @@ def test_a_relay_tail_lost_after_it_was_applied_is_refetched_and_skipped_by_posi
     """Acceptance scenario 7 (WL#4621)."""
     database = "crash_lost_tail"
     workload = ShopWorkload(source, database, seed=11).create()
-    workload.run(40)
+    workload.run(30)
     config = write_config(
         tmp_path / "binlake.toml",
         source,
         warehouse=lake_warehouse(spark),
         include=[f"{database}.*"],
-        applier="max_transactions = 5\n",
+        applier="max_transactions = 10\n",
     )
     first = run_replicate(config, "--until-caught-up")
     assert first.returncode == 0, describe(first)
@@ -132,7 +132,7 @@ def test_a_relay_tail_lost_after_it_was_applied_is_refetched_and_skipped_by_posi
     assert len(ends) > 20
     with newest.open("r+b") as f:  # the page cache lost the newest part of the file
         f.truncate(ends[len(ends) // 3])
-    workload.run(10)
+    workload.run(5)
     second = run_replicate(config, "--until-caught-up")
     assert second.returncode == 0, describe(second)
     assert "relay log lost a tail already applied to" in second.stderr, describe(second)
