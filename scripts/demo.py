@@ -1,17 +1,25 @@
-"""binlake demo: a real MariaDB writes a binlog, binlake reads it back.
+"""binlake demo: a live MariaDB replicated into Iceberg exactly once, through a kill -9.
 
-Starts a throwaway MariaDB in a temp dir, runs a small shop workload (inserts, updates and
-deletes in transactions over several column types), rotates the binlog, then runs
-``binlake binlog dump --rows`` on the first binlog file and ``binlake binlog verify`` on the
-binlog folder. Then it kills the server with SIGKILL in the middle of a load, copies its binlog
-folder, cuts the newest file mid-event as a lost page-cache tail would, and shows ``verify``
-finding the torn tail, ``recover`` trimming it to the last complete transaction, and ``verify``
-passing. Run it with ``make demo``; it leaves nothing running.
+1. Starts a throwaway MariaDB and loads a small shop schema covering many column types
+   (UUID, INET6, SET, ENUM, JSON, DECIMAL, DATETIME(6), TIMESTAMP(3), TIME, BIT, YEAR, BLOB, a
+   table without a primary key).
+2. Starts a live workload (orders placed, paid, shipped, deleted; customers renamed; a DDL
+   adding a column and another renaming one) and `binlake replicate` beside it.
+3. Kills the replicator with SIGKILL mid-way, while it applies.
+4. Restarts it with `--until-caught-up` once the workload is done: it recovers the relay log,
+   reads each table's position from its own Iceberg snapshots and applies only what is missing.
+5. Runs `binlake verify` (every table compared with the source at one source position), prints
+   the tables and a one-line Spark SQL query to look at them.
+
+Run it with ``make demo``. It leaves nothing running; the warehouse stays in a temp folder for
+the query it prints.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,19 +27,23 @@ import threading
 import time
 from pathlib import Path
 
+from binlake.apply.iceberg_meta import find_tables, read_table
 from binlake.sandbox import MariaDBSandbox
 
-DUMP_LINES = 40
 BINLAKE = Path(sys.executable).with_name("binlake")
 
 SCHEMA = (
     "CREATE DATABASE shop",
     """CREATE TABLE shop.customer (
         id INT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
+        uid UUID NOT NULL,
         name VARCHAR(100) NOT NULL,
         email VARCHAR(200) CHARACTER SET ascii,
         born DATE,
-        vip BOOLEAN NOT NULL DEFAULT FALSE
+        vip BOOLEAN NOT NULL DEFAULT FALSE,
+        last_ip INET6,
+        tags SET('new', 'gold', 'eu') NOT NULL DEFAULT 'new',
+        profile JSON
     )""",
     """CREATE TABLE shop.purchase (
         id BIGINT AUTO_INCREMENT PRIMARY KEY,
@@ -42,116 +54,189 @@ SCHEMA = (
         note TEXT,
         receipt BLOB,
         created_at DATETIME(6) NOT NULL,
-        updated_at TIMESTAMP(3) NULL
+        updated_at TIMESTAMP(3) NULL,
+        delivery_window TIME,
+        flags BIT(8) NOT NULL DEFAULT b'0',
+        model_year YEAR
+    )""",
+    """CREATE TABLE shop.event_log (
+        at DATETIME(6) NOT NULL,
+        kind VARCHAR(20) NOT NULL,
+        detail TEXT
     )""",
 )
-
-TRANSACTIONS = (
-    (
-        "INSERT INTO customer (name, email, born, vip) VALUES"
-        " ('Ada Lovelace', 'ada@example.org', '1815-12-10', TRUE),"
-        " ('Jürgen Größe', NULL, '1970-01-01', FALSE),"
-        " ('李小龙', 'bruce@example.org', NULL, FALSE)",
-        "INSERT INTO purchase (customer_id, amount, weight_kg, note, receipt, created_at) VALUES"
-        " (1, 19.99, 0.25, 'first order', X'00FF10', '2024-02-29 12:34:56.123456'),"
-        " (2, 1234.50, NULL, NULL, NULL, '2024-03-01 00:00:00'),"
-        " (3, -5.00, 1.5e3, 'refund ☕', '', NOW(6))",
-    ),
-    (
-        "UPDATE purchase SET status = 'paid', updated_at = '2024-03-02 10:00:00.5'"
-        " WHERE customer_id IN (1, 2)",
-        "UPDATE customer SET vip = TRUE, email = 'jg@example.org' WHERE id = 2",
-    ),
-    (
-        "DELETE FROM purchase WHERE amount < 0",
-        "DELETE FROM customer WHERE id = 3",
-        "UPDATE purchase SET status = 'shipped' WHERE id = 1",
-    ),
-)
+NAMES = ("Ada Lovelace", "Jürgen Größe", "李小龙", "Zoë O'Brien", "Grace Hopper", "Émile")
+#: After this many workload transactions, the DDL; the applier evolves the Iceberg schemas.
+DDL_AT = {
+    60: "ALTER TABLE shop.purchase ADD COLUMN coupon VARCHAR(20)",
+    120: "ALTER TABLE shop.customer RENAME COLUMN born TO birthday",
+}
 
 
-def run_workload(sandbox: MariaDBSandbox) -> None:
-    for statement in SCHEMA:
-        sandbox.execute(statement)
-    with sandbox.connect("shop", autocommit=False) as connection:
-        for transaction in TRANSACTIONS:
-            with connection.cursor() as cursor:
-                for statement in transaction:
-                    cursor.execute(statement)
-            connection.commit()
+class Workload:
+    """The shop's live traffic, in a thread; ``birthday`` replaces ``born`` after the DDL."""
+
+    def __init__(self, sandbox: MariaDBSandbox, transactions: int) -> None:
+        self.sandbox = sandbox
+        self.transactions = transactions
+        self.random = random.Random(42)
+        self.done = 0
+        self.born = "born"
+        self.thread = threading.Thread(target=self.run, name="shop-workload")
+
+    def run(self) -> None:
+        with self.sandbox.connect("shop", autocommit=False) as conn, conn.cursor() as cursor:
+            for n in range(self.transactions):
+                if n in DDL_AT:
+                    cursor.execute(DDL_AT[n])
+                    self.born = "birthday" if "birthday" in DDL_AT[n] else self.born
+                self.transaction(cursor, n)
+                conn.commit()
+                self.done += 1
+                time.sleep(0.02)
+
+    def transaction(self, cursor: object, n: int) -> None:
+        execute = cursor.execute  # type: ignore[attr-defined]
+        pick = self.random.random()
+        if n % 10 == 0:
+            execute(
+                f"INSERT INTO customer (uid, name, email, {self.born}, last_ip, tags, profile)"
+                " VALUES (UUID(), %s, %s, %s, %s, %s, %s)",
+                (
+                    self.random.choice(NAMES),
+                    f"user{n}@example.org",
+                    f"19{self.random.randint(40, 99)}-0{self.random.randint(1, 9)}-1{n % 9}",
+                    f"2001:db8::{n:x}",
+                    self.random.choice(["new", "gold,eu", "eu"]),
+                    f'{{"visits": {n}, "lang": "de"}}',
+                ),
+            )
+        execute(
+            "INSERT INTO purchase (customer_id, amount, weight_kg, note, receipt, created_at,"
+            " delivery_window, flags, model_year) VALUES"
+            " (1 + %s, %s, %s, %s, %s, NOW(6), %s, %s, %s)",
+            (
+                n % 5,
+                f"{self.random.randint(1, 99999) / 100:.2f}",
+                self.random.random() * 20,
+                "gift ☕" if n % 3 else None,
+                bytes([n % 256, 0, 255]),
+                f"{n % 24}:30:00",
+                n % 256,
+                1990 + n % 40,
+            ),
+        )
+        execute("INSERT INTO event_log VALUES (NOW(6), 'purchase', %s)", (f"n={n}",))
+        if pick < 0.4:
+            execute(
+                "UPDATE purchase SET status = 'paid', updated_at = NOW(3) WHERE status = 'new'"
+                " ORDER BY id LIMIT 2"
+            )
+        elif pick < 0.6:
+            execute("UPDATE purchase SET status = 'shipped' WHERE status = 'paid' LIMIT 1")
+        elif pick < 0.7:
+            execute("DELETE FROM purchase WHERE status = 'shipped' ORDER BY id LIMIT 1")
+        elif pick < 0.75:
+            execute("UPDATE customer SET vip = NOT vip, tags = 'gold' ORDER BY RAND() LIMIT 1")
 
 
-def run_binlake(*args: str, head: int | None = None) -> int:
-    command = [str(BINLAKE), *args]
+def write_config(base: Path, sandbox: MariaDBSandbox) -> Path:
+    path = base / "binlake.toml"
+    path.write_text(
+        "[source]\n"
+        f'host = "127.0.0.1"\nport = {sandbox.port}\nuser = "root"\nserver_id = 4242\n'
+        f'[state]\ndir = "{base / "state"}"\n'
+        "[receiver]\nprogress_interval_s = 2\n"
+        f'[target]\nwarehouse = "{base / "warehouse"}"\n'
+        '[tables]\ninclude = ["shop.*"]\n'
+        "[applier]\nmax_seconds = 1.0\n"
+    )
+    return path
+
+
+def binlake(*args: str) -> list[str]:
+    return [str(BINLAKE), *args]
+
+
+def show(command: list[str]) -> int:
+    """Run a binlake command, its output shown as it comes."""
     print(f"\n$ {' '.join(command)}", flush=True)
-    done = subprocess.run(command, capture_output=True, text=True)
-    lines = done.stdout.splitlines()
-    shown = lines if head is None else lines[:head]
-    print("\n".join(shown))
-    if len(shown) < len(lines):
-        print(f"... ({len(lines) - len(shown)} more lines)")
-    if done.stderr:
-        print(done.stderr, end="", file=sys.stderr)
-    print(f"[exit code {done.returncode}]")
+    done = subprocess.run(command, check=False)
+    print(f"[exit code {done.returncode}]", flush=True)
     return done.returncode
 
 
-def load_until_killed(sandbox: MariaDBSandbox) -> None:
-    """Insert purchases in small transactions until the server dies under us."""
-    try:
-        with sandbox.connect("shop", autocommit=False) as connection, connection.cursor() as cur:
-            while True:
-                cur.execute(
-                    "INSERT INTO purchase (customer_id, amount, created_at) VALUES"
-                    " (1, 1.00, NOW(6)), (2, 2.00, NOW(6))"
-                )
-                connection.commit()
-    except Exception:  # the connection dies with the server, as intended
-        return
+def committed_batches(warehouse: Path) -> int:
+    if not warehouse.is_dir():
+        return 0
+    tables = (read_table(warehouse, ident) for ident in find_tables(warehouse))
+    return sum(len(t.binlake_snapshots) for t in tables if t is not None)
 
 
-def crash_and_recover(sandbox: MariaDBSandbox, base_dir: Path) -> bool:
-    """Kill -9 mid-load, lose the tail of a copy, and show verify/recover on it."""
-    loader = threading.Thread(target=load_until_killed, args=(sandbox,))
-    loader.start()
-    time.sleep(1.0)
-    sandbox.kill()
-    loader.join()
-    copy = base_dir / "crashed-binlogs"
-    copy.mkdir()
-    for path in [*sandbox.binlog_files(), sandbox.binlog_index_path]:
-        shutil.copy2(path, copy / path.name)
-    newest = sorted(copy.glob("mariadb-bin.[0-9]*"))[-1]
-    with newest.open("r+b") as f:
-        f.truncate(newest.stat().st_size - 10)
+def kill_mid_way(config: Path, warehouse: Path) -> None:
+    """Start `binlake replicate`, wait until it has committed a few batches, SIGKILL it."""
+    command = binlake("replicate", "--config", str(config))
+    print(f"\n$ {' '.join(command)} &", flush=True)
+    process = subprocess.Popen(command)
+    deadline = time.monotonic() + 120
+    while committed_batches(warehouse) < 6 and time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"binlake replicate exited early (code {process.returncode})")
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
     print(
-        f"\nkilled the server with SIGKILL mid-load; copied its binlogs to {copy} and cut "
-        f"10 bytes off {newest.name}, as a lost page-cache tail would leave it"
+        f"\n*** killed binlake replicate with SIGKILL after {committed_batches(warehouse)} "
+        "table commits, in the middle of the live workload ***",
+        flush=True,
     )
-    return (
-        run_binlake("binlog", "verify", str(copy)) == 1
-        and run_binlake("binlog", "recover", str(copy)) == 0
-        and run_binlake("binlog", "verify", str(copy)) == 0
-    )
+
+
+def print_tables(warehouse: Path) -> None:
+    from binlake.apply.spark import SparkSettings, build_session, stop_session
+
+    spark = build_session(SparkSettings(app_name="binlake-demo", warehouse=warehouse))
+    try:
+        for table in ("customer", "purchase", "event_log"):
+            frame = spark.table(f"lake.shop.{table}")
+            print(f"\nlake.shop.{table}: {frame.count()} rows", flush=True)
+            frame.show(5, truncate=28)
+    finally:
+        stop_session(spark)
 
 
 def main() -> int:
-    base_dir = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
-    sandbox = MariaDBSandbox(base_dir)
+    base = Path(tempfile.mkdtemp(prefix="binlake-demo-"))
+    sandbox = MariaDBSandbox(base / "mariadb")
+    warehouse = base / "warehouse"
     try:
         sandbox.start()
-        print(f"MariaDB sandbox on 127.0.0.1:{sandbox.port}, binlogs in {sandbox.binlog_dir}")
-        run_workload(sandbox)
-        binlogs = sandbox.flush_logs()
-        print("binlog files:", ", ".join(path.name for path in binlogs))
-        dump_code = run_binlake("binlog", "dump", "--rows", str(binlogs[0]), head=DUMP_LINES)
-        verify_code = run_binlake("binlog", "verify", str(sandbox.binlog_dir))
-        recovered = crash_and_recover(sandbox, base_dir)
-        return 0 if dump_code == verify_code == 0 and recovered else 1
+        print(f"MariaDB sandbox on 127.0.0.1:{sandbox.port}")
+        for statement in SCHEMA:
+            sandbox.execute(statement)
+        config = write_config(base, sandbox)
+        print(f"config: {config}\n{config.read_text()}")
+        workload = Workload(sandbox, transactions=200)
+        workload.thread.start()
+        kill_mid_way(config, warehouse)
+        workload.thread.join()
+        print(f"\nthe workload committed {workload.done} transactions (and 2 DDL statements)")
+        replicated = show(binlake("replicate", "--config", str(config), "--until-caught-up"))
+        verified = show(binlake("verify", "--config", str(config)))
+        print_tables(warehouse)
     finally:
         if sandbox.is_running:
             sandbox.stop()
-        shutil.rmtree(base_dir, ignore_errors=True)
+        shutil.rmtree(base / "mariadb", ignore_errors=True)
+    print(
+        "\nlook at the tables with one line of Spark SQL:\n"
+        f'  {sys.executable} -c "from pathlib import Path; from binlake.apply.spark import '
+        f"SparkSettings, build_session; build_session(SparkSettings(warehouse=Path('{warehouse}')))"
+        ".sql('SELECT status, count(*), sum(amount) FROM lake.shop.purchase GROUP BY status')"
+        '.show()"\n'
+        f"(the warehouse stays in {warehouse}; remove {base} when done)"
+    )
+    return 0 if replicated == verified == 0 else 1
 
 
 if __name__ == "__main__":

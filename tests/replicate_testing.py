@@ -20,6 +20,7 @@ from binlake.apply.replicate import ReplicateResult, Replicator
 from binlake.apply.verify import VerifyOptions, verify_config
 from binlake.config import Config, load_config
 from binlake.crashpoints import ENV_VAR
+from binlake.metrics import Metrics
 from binlake.sandbox import MariaDBSandbox
 
 REPLICATE_TIMEOUT_S = 240
@@ -76,6 +77,7 @@ def write_config(
 class InProcessRun:
     result: ReplicateResult
     output: str
+    metrics: Metrics
 
 
 def replicate_in_process(config_path: Path, spark: object) -> InProcessRun:
@@ -89,7 +91,7 @@ def replicate_in_process(config_path: Path, spark: object) -> InProcessRun:
         console=Console(stream, interval_s=5.0, live=False),
     )
     result = replicator.run()
-    return InProcessRun(result, stream.getvalue())
+    return InProcessRun(result, stream.getvalue(), replicator.metrics)
 
 
 def replicate_command(config: Path, *args: str) -> list[str]:

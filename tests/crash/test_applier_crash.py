@@ -9,13 +9,16 @@ the restart refetches it from the source and every table skips what it has, by p
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from applier_workload import TWO_STEP_DDL, ShopWorkload
 
+from binlake.apply.iceberg_meta import read_table
 from binlake.crashpoints import POINTS
 from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
@@ -109,10 +112,18 @@ def transaction_ends(path: Path) -> list[int]:
         return [g.end_offset for g in reader.groups() if g.is_transaction]
 
 
+def lake_position(warehouse: Path, identifier: tuple[str, str]) -> int:
+    table = read_table(warehouse, identifier)
+    snapshots = table.binlake_snapshots if table is not None else ()
+    position = snapshots[0].position if snapshots else None
+    return position.offset if position is not None else 0
+
+
 def test_a_relay_tail_lost_after_it_was_applied_is_refetched_and_skipped_by_position(
     tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:
-    """Acceptance scenario 7 (WL#4621)."""
+    """Acceptance scenario 7 (WL#4621). The first run is stopped with SIGTERM once it has
+    applied everything: a clean stop (exit 0)."""
     database = "crash_lost_tail"
     workload = ShopWorkload(source, database, seed=11).create()
     workload.run(30)
@@ -123,8 +134,16 @@ def test_a_relay_tail_lost_after_it_was_applied_is_refetched_and_skipped_by_posi
         include=[f"{database}.*"],
         applier="max_transactions = 10\n",
     )
-    first = run_replicate(config, "--until-caught-up")
-    assert first.returncode == 0, describe(first)
+    end = int(source.execute("SHOW MASTER STATUS")[0][1])
+    first = subprocess.Popen(
+        replicate_command(config), stderr=subprocess.PIPE, text=True, env=replicate_env()
+    )
+    deadline = time.monotonic() + CRASH_TIMEOUT_S
+    while lake_position(lake_warehouse(spark), (database, "orders")) < end:
+        assert first.poll() is None and time.monotonic() < deadline, "replicate did not catch up"
+        time.sleep(0.2)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(60) == 0, first.stderr.read() if first.stderr else ""
     relay = tmp_path / "state" / "relay"
     names = LogIndex(relay / "relay-bin.index").names()
     newest = max((relay / n for n in names), key=lambda p: len(transaction_ends(p)))

@@ -8,6 +8,7 @@ of every table's snapshot history.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import pytest
 from binlake.apply.lake_target import lake_target
 from binlake.apply.table_actions import read_lake_schema
 from binlake.config import load_config
-from binlake.errors import RowImageError, StatementFormatError
+from binlake.errors import RowImageError, SourcePositionLostError, StatementFormatError
+from binlake.metrics import ROWS_APPLIED
 from binlake.sandbox import MariaDBSandbox
 from conftest import require_mariadb
 from replicate_testing import (
@@ -121,6 +123,7 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
     source.execute(f"CREATE TABLE {database}.a (id INT PRIMARY KEY, v VARCHAR(100))")
     source.execute(f"CREATE TABLE {database}.b (k BIGINT PRIMARY KEY, n INT)")
     source.execute(f"CREATE TABLE {database}.audit (at INT, what VARCHAR(20))")  # no key
+    source.execute(f"CREATE TABLE {database}.pairs (a INT NOT NULL, b INT NOT NULL, n INT)")
 
     def work(first: int, count: int) -> None:
         with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
@@ -128,6 +131,8 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
                 cursor.execute("INSERT INTO a VALUES (%s, %s)", (i, "x" * 60))
                 cursor.execute("INSERT INTO b VALUES (%s, %s)", (i, i))
                 cursor.execute("INSERT INTO audit VALUES (%s, 'insert')", (i,))
+                cursor.execute("INSERT INTO pairs VALUES (%s, %s, 0)", (i % 7, i))
+                cursor.execute("UPDATE pairs SET n = n + 1 WHERE a = %s", (i % 7,))
                 if i % 3 == 0:
                     cursor.execute("UPDATE a SET id = id + 10000 WHERE id = %s", (i,))
                     cursor.execute("DELETE FROM b WHERE k = %s", (i - 1,))
@@ -141,6 +146,7 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
         database,
         receiver="max_relay_file_size = 4096\n",
         applier="max_transactions = 7\n",
+        tables=f'key_columns = {{ "{database}.pairs" = ["a", "b"] }}\n',
     )
     first = replicate_in_process(config, spark)
     work(40, 40)
@@ -150,6 +156,11 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
     assert_verify_passes(config, spark)
     history = assert_history_is_exactly_once(config, spark)
     assert history[f"{database}.a"] > 2
+    rows = second.metrics.value(ROWS_APPLIED, {"table": f"{database}.b"})
+    assert rows is not None and rows > 0
+    pairs = lake_target(load_config(config)).lake_table(f"{database}.pairs")
+    schema = read_lake_schema(spark, pairs, f"{database}.pairs")  # type: ignore[arg-type]
+    assert schema.key == ("a", "b")  # merged on the configured key, not a change log
 
 
 def test_a_minimal_row_image_insert_is_refused_with_the_row_image_error(
@@ -180,3 +191,24 @@ def test_a_statement_format_change_is_refused_naming_the_table(
     with pytest.raises(StatementFormatError, match="binlog_format must be ROW") as caught:
         replicate_in_process(config, spark)
     assert caught.value.table == f"{database}.t"
+
+
+def test_an_empty_relay_log_behind_a_purged_source_binlog_stops_with_position_lost(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """Design step 5: the state folder was lost and the source purged the binlog after a
+    table's position: the transactions between are gone; binlake stops, never skips. (Last in
+    the module: it purges the shared server's binlogs.)"""
+    database = "rep_gap"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY)")
+    source.execute(f"INSERT INTO {database}.t VALUES (1)")
+    config = config_for(tmp_path, source, spark, database)
+    replicate_in_process(config, spark)
+    source.execute(f"INSERT INTO {database}.t VALUES (2)")
+    source.execute("FLUSH BINARY LOGS")
+    source.execute(f"PURGE BINARY LOGS TO '{source.binlog_files()[-1].name}'")
+    shutil.rmtree(tmp_path / "state")
+    with pytest.raises(SourcePositionLostError, match="the relay log was empty") as caught:
+        replicate_in_process(config, spark)
+    assert "re-snapshot" in caught.value.hint

@@ -4,6 +4,7 @@ reached, a state folder another process holds."""
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -84,3 +85,16 @@ def test_an_unknown_argument_is_a_usage_error(
     with pytest.raises(SystemExit) as caught:
         run(["replicate", "--config", str(config(tmp_path)), "--until-done"])
     assert caught.value.code == 64
+
+
+def test_a_metrics_port_in_use_is_a_config_error_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = config(tmp_path, f"[applier]\nmetrics_port = {port}\n")
+        code, err = replicate(capsys, "--config", str(path))
+    assert code == 78
+    assert f"cannot serve metrics on port {port}" in err and "hint:" in err

@@ -42,8 +42,10 @@ from binlake.apply.relay_reader import INDEX_NAME, RelayGroup, RelayReader
 from binlake.apply.source_hints import SourceHints
 from binlake.config import Config
 from binlake.crashpoints import crash_point
+from binlake.errors import SourcePositionLostError
 from binlake.metrics import LAG_BYTES, LAG_SECONDS, ROWS_APPLIED, TRANSACTIONS_APPLIED, Metrics
 from binlake.source.handoff import RelayProgress, RelayState, relay_key
+from binlake.source.restart import SourcePosition
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
 from binlake.storage.index import LogIndex
 from binlake.storage.relay_log import RelayPosition
@@ -103,6 +105,9 @@ class Applier:
         self._last_timestamp: int | None = None
         self._status_at = time.monotonic()
         self._status_rows = 0
+        #: (table, applied position): the relay log was empty at start, so the first source
+        #: position it gets must not be past what that table (the furthest behind) holds.
+        self._gap_check: tuple[str, SourcePosition] | None = None
 
     def request_stop(self) -> None:
         """Stop after the batch being committed (an open batch is abandoned, never half
@@ -131,6 +136,8 @@ class Applier:
         applied = self.lake.read_applied()
         self._next_batch = applied.max_batch + 1
         restart = state.restart.position if state.restart is not None else None
+        if restart is None and applied.positions:
+            self._gap_check = min(applied.positions.items(), key=lambda item: item[1].key())
         for table, position in sorted(applied.positions.items()):
             if restart is None or position.key() > restart.key():
                 self.console.message(
@@ -191,11 +198,27 @@ class Applier:
     def _take(self, group: RelayGroup) -> None:
         accounting = self._accounting
         assert accounting is not None
+        if self._gap_check is not None and group.position is not None:
+            self._check_no_gap(group.position)
         unit = classify(group, self.target.selected)
         accounting.on_read(group.relay_file, is_transaction=unit.is_transaction)
         self._apply_all(self._builder.add(unit, time.monotonic()))
         if self._builder.due(time.monotonic()):
             self._apply_all(self._builder.flush())
+
+    def _check_no_gap(self, first: SourcePosition) -> None:
+        """An empty relay log is fetched from the source's oldest binlog: if that starts in a
+        file after a table's applied position, the transactions between are gone (step 5)."""
+        assert self._gap_check is not None
+        table, applied = self._gap_check
+        self._gap_check = None
+        if applied.file != first.file and applied.key() < first.key():
+            raise SourcePositionLostError(
+                f"the relay log was empty and the source's oldest binlog starts at {first}, "
+                f"after {table}'s applied position {applied}: the transactions between are "
+                "no longer on the source",
+                requested=str(applied),
+            )
 
     # ---- batches ---------------------------------------------------------------------------
 
@@ -213,6 +236,7 @@ class Applier:
             self.console.message("apply", line)
         self._account(batch, result.committed)
         self._purge()
+        self._report(self.relay.state())
 
     def _release_holds(self, table: str) -> None:
         if self._accounting is not None:

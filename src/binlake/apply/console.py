@@ -78,8 +78,8 @@ class ReceiverProgress(Progress):
 
     def status(self, now: float, position: SourcePosition | None, behind: int) -> None:
         self.durable = position
-        if self.console.live:
-            self._last_at = now
+        if self.console.live or self.total.events == self._last.events:
+            self._last_at = now  # the applier's line shows it; an idle receiver says nothing
             return
         with self.console._lock:
             super().status(now, position, behind)
