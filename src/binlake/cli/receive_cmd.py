@@ -9,13 +9,10 @@ codes; nothing printed ever contains the password.
 from __future__ import annotations
 
 import argparse
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from binlake.cli.signals import stop_on_signals
 from binlake.config import load_config
 from binlake.source.receiver import Receiver
 
@@ -49,23 +46,6 @@ def run_receive(args: argparse.Namespace) -> int:
     receiver = Receiver(
         config, until_caught_up=args.until_caught_up, accept_new_source=args.accept_new_source
     )
-    with _stop_on_signals(receiver):
+    with stop_on_signals(receiver):
         receiver.run()
     return 0
-
-
-@contextmanager
-def _stop_on_signals(receiver: Receiver) -> Iterator[None]:
-    """SIGINT/SIGTERM -> ``receiver.request_stop()``; a second SIGINT interrupts for real."""
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        receiver.request_stop()
-        if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

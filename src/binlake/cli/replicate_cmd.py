@@ -9,13 +9,10 @@ released, exit 0. A second SIGINT while stopping is left to the default handler
 from __future__ import annotations
 
 import argparse
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from binlake.cli.signals import stop_on_signals
 from binlake.config import load_config
 
 if TYPE_CHECKING:
@@ -46,7 +43,7 @@ def run_replicate(args: argparse.Namespace) -> int:
     from binlake.apply.replicate import Replicator
 
     replicator = Replicator(config, until_caught_up=args.until_caught_up)
-    with _stop_on_signals(replicator):
+    with stop_on_signals(replicator):
         result = replicator.run()
     _summary(replicator, result)
     return 0
@@ -63,20 +60,3 @@ def _summary(replicator: Replicator, result: ReplicateResult) -> None:
     if zero:
         text += f"; {zero} zero dates written as null"
     replicator.console.message("replicate", text)
-
-
-@contextmanager
-def _stop_on_signals(replicator: Replicator) -> Iterator[None]:
-    """SIGINT/SIGTERM -> ``replicator.request_stop()``; a second SIGINT interrupts for real."""
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        replicator.request_stop()
-        if signum == signal.SIGINT:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
