@@ -175,6 +175,8 @@ class Applier:
                     self._take(group)
                     if self._stop.is_set():
                         return  # the open batch is abandoned: read again at the next start
+                if self._gap_check is not None and reader.source_position is not None:
+                    self._check_no_gap(reader.source_position)  # a preamble without transactions
             if self._builder.due(time.monotonic()):
                 self._apply_all(self._builder.flush())
             self._report(state)
