@@ -364,3 +364,18 @@ class MariaDBSandbox:
         """Rotate to a new binlog file; returns the files the index lists afterwards."""
         self.execute("FLUSH BINARY LOGS")
         return self.binlog_files()
+
+    def purge_binlogs(self, timeout_s: float = 30.0) -> Path:
+        """Rotate, then purge every binlog file but the new one; returns it. PURGE is retried:
+        MariaDB silently keeps a file until its binlog checkpoint is logged (InnoDB flushes
+        asynchronously after FLUSH BINARY LOGS) and while a dump thread still reads it.
+        ``PURGE ... TO 'name'`` is not used: it matches nothing when the index holds absolute
+        paths (as the sandbox's does)."""
+        newest = self.flush_logs()[-1]
+        deadline = time.monotonic() + timeout_s
+        while self.binlog_files() != [newest]:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"the source kept {self.binlog_files()} after {timeout_s:g}s")
+            self.execute("PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
+            time.sleep(0.05)
+        return newest

@@ -120,9 +120,7 @@ def test_purged_binlogs_stop_the_receiver_with_the_position_lost_error(
     assert run_receive(config, "--until-caught-up").returncode == 0
     held = relay_transactions(state)
     workload.run(30)
-    sandbox.execute("FLUSH BINARY LOGS")
-    newest = sandbox.binlog_files()[-1].name
-    sandbox.execute(f"PURGE BINARY LOGS TO '{newest}'")
+    sandbox.purge_binlogs()
     run = run_receive(config, "--until-caught-up")
     assert_clean_failure(run, 66, "re-snapshot")
     assert relay_transactions(state) == held, "nothing may be skipped or appended"

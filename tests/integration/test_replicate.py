@@ -206,8 +206,7 @@ def test_an_empty_relay_log_behind_a_purged_source_binlog_stops_with_position_lo
     config = config_for(tmp_path, source, spark, database)
     replicate_in_process(config, spark)
     source.execute(f"INSERT INTO {database}.t VALUES (2)")
-    source.execute("FLUSH BINARY LOGS")
-    source.execute(f"PURGE BINARY LOGS TO '{source.binlog_files()[-1].name}'")
+    source.purge_binlogs()
     shutil.rmtree(tmp_path / "state")
     with pytest.raises(SourcePositionLostError, match="the relay log was empty") as caught:
         replicate_in_process(config, spark)

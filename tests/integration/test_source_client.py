@@ -291,23 +291,12 @@ def test_server_info_describes_the_source(source: MariaDBSandbox) -> None:
 # ---- refusals and failures -------------------------------------------------------------------
 
 
-def purge_all_but_the_active_binlog(sandbox: MariaDBSandbox, timeout_s: float = 10.0) -> None:
-    """PURGE, retried: MariaDB silently keeps a file until its binlog checkpoint is logged
-    (InnoDB flushes asynchronously after FLUSH BINARY LOGS). ``PURGE ... TO 'name'`` is not used:
-    it matches nothing when the index holds absolute paths (as the sandbox's does)."""
-    deadline = time.monotonic() + timeout_s
-    while len(sandbox.binlog_files()) > 1 and time.monotonic() < deadline:
-        sandbox.execute("PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
-        time.sleep(0.05)
-
-
 def test_dump_from_a_purged_binlog_is_position_lost_with_the_server_message(
     sandbox_factory: Callable[..., MariaDBSandbox],
 ) -> None:
     sandbox = sandbox_factory().start()
     first = sandbox.binlog_files()[0].name
-    sandbox.flush_logs()
-    purge_all_but_the_active_binlog(sandbox)
+    sandbox.purge_binlogs()
     assert first not in [p.name for p in sandbox.binlog_files()]
     with SourceConnection.open(settings_for(sandbox)) as connection:
         stream = connection.dump(DumpStart(file=first, position=4))
