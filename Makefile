@@ -6,9 +6,12 @@
 #                    (python -m binlake.apply.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
 #   make lint        ruff check, ruff format --check, mypy --strict
-#   make soak        the slow soak (kill -9 at random during a mixed workload), MINUTES=5
+#   make soak        the slow soak: kill -9 at random during a mixed workload with DDL, plus
+#                    network faults, source restarts and torn relay tails; MINUTES=5 [SEED=n]
 #   make demo        deps + venv + spark-deps, then scripts/demo.py
-#   make bench       deps + venv + spark-deps + bench extra, then every bench/*.py
+#   make bench       deps + venv + spark-deps + bench extra + strace (bench/fsyncs.py), then
+#                    every bench/*.py with its defaults (docs/benchmarks.md; not the
+#                    helper bench/_common.py)
 #   make clean       remove .venv and caches (not the jar cache in ~/.cache/binlake)
 
 SHELL := /bin/bash
@@ -41,10 +44,13 @@ JARJAR_APT_PACKAGE := libjarjar-java
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
 
-# Minutes of `make soak` (replicate killed at random moments during a workload with DDL).
+# Minutes of `make soak` (replicate killed at random moments during a workload with DDL, with
+# proxy faults, source restarts and torn relay tails injected at random), and its random seed
+# (printed by every run; SEED=n replays its random choices, timing aside).
 MINUTES ?= 5
+SEED ?=
 
-.PHONY: deps venv spark-deps test soak lint demo bench clean
+.PHONY: deps venv spark-deps test soak lint demo bench bench-deps clean
 
 deps:
 	@missing=""; \
@@ -90,7 +96,8 @@ test: deps venv spark-deps
 	exit $$rc
 
 soak: deps venv spark-deps
-	SOAK_MINUTES=$(MINUTES) $(VENV)/bin/pytest -m slow -s tests/crash/test_applier_soak.py $(PYTEST_ARGS)
+	SOAK_MINUTES=$(MINUTES) $(if $(SEED),SOAK_SEED=$(SEED)) \
+	  $(VENV)/bin/pytest -m slow -s tests/crash/test_applier_soak.py $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -104,8 +111,18 @@ $(BENCH_STAMP): pyproject.toml $(DEV_STAMP)
 	$(VENV_PY) -m pip install -q -e '.[dev,bench]'
 	@touch $@
 
-bench: deps venv spark-deps $(BENCH_STAMP)
-	@shopt -s nullglob; scripts=(bench/*.py); \
+# bench/fsyncs.py counts the sync system calls of `binlake replicate` and its JVM with strace.
+bench-deps:
+	@if command -v strace >/dev/null 2>&1; then \
+	  echo "bench-deps: strace already installed ($$(strace -V | head -n 1))"; \
+	else \
+	  echo "bench-deps: installing strace"; \
+	  apt-get update -q; \
+	  apt-get install -y -q --no-install-recommends strace; \
+	fi
+
+bench: deps venv spark-deps bench-deps $(BENCH_STAMP)
+	@shopt -s nullglob; scripts=(bench/[!_]*.py); \
 	if [ $${#scripts[@]} -eq 0 ]; then echo "bench: no bench/*.py yet"; fi; \
 	for script in "$${scripts[@]}"; do \
 	  echo "== $$script"; \

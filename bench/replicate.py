@@ -126,6 +126,7 @@ def write_config(folder: Path, source: Source, warehouse: Path) -> Path:
         f'server_id = 4242\n[state]\ndir = "{folder / "state"}"\n'
         f'[target]\nwarehouse = "{warehouse}"\n[tables]\ninclude = ["bench.orders"]\n'
         "[applier]\nmax_seconds = 1.0\nmax_transactions = 100000\n"
+        "[snapshot]\ninitial = false\n"
     )
     return path
 

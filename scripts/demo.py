@@ -2,9 +2,12 @@
 
 1. Starts a throwaway MariaDB and loads a small shop schema covering many column types
    (UUID, INET6, SET, ENUM, JSON, DECIMAL, DATETIME(6), TIMESTAMP(3), TIME, BIT, YEAR, BLOB, a
-   table without a primary key).
+   table without a primary key) with 22,000 existing rows, then purges the binlog that wrote
+   them: only the initial snapshot can bring those rows.
 2. Starts a live workload (orders placed, paid, shipped, deleted; customers renamed; a DDL
-   adding a column and another renaming one) and `binlake replicate` beside it.
+   adding a column and another renaming one) and `binlake replicate` beside it, which first
+   copies the existing rows (chunked, each chunk consistent with a binlog position), then
+   streams.
 3. Kills the replicator with SIGKILL mid-way, while it applies.
 4. Restarts it with `--until-caught-up` once the workload is done: it recovers the relay log,
    reads each table's position from its own Iceberg snapshots and applies only what is missing.
@@ -65,12 +68,26 @@ SCHEMA = (
         detail TEXT
     )""",
 )
+#: Rows the shop had before binlake was installed; the binlog that wrote them is then purged,
+#: so only the initial snapshot can bring them into the lake.
+PRELOAD = (
+    "INSERT INTO shop.customer (uid, name, email, born, tags) SELECT UUID(), "
+    "CONCAT('customer ', seq), CONCAT('c', seq, '@example.org'), '1970-01-01' + INTERVAL seq DAY, "
+    "IF(seq % 3 = 0, 'gold', 'new') FROM shop.seq_1_to_2000",
+    "INSERT INTO shop.purchase (customer_id, amount, weight_kg, status, created_at, flags, "
+    "model_year) SELECT 1 + seq % 2000, seq % 997 + 0.99, seq / 10, 'shipped', "
+    "'2020-01-01' + INTERVAL seq MINUTE, seq % 256, 1990 + seq % 40 FROM shop.seq_1_to_20000",
+)
 NAMES = ("Ada Lovelace", "Jürgen Größe", "李小龙", "Zoë O'Brien", "Grace Hopper", "Émile")
 #: After this many workload transactions, the DDL; the applier evolves the Iceberg schemas.
 DDL_AT = {
-    60: "ALTER TABLE shop.purchase ADD COLUMN coupon VARCHAR(20)",
-    120: "ALTER TABLE shop.customer RENAME COLUMN born TO birthday",
+    400: "ALTER TABLE shop.purchase ADD COLUMN coupon VARCHAR(20)",
+    650: "ALTER TABLE shop.customer RENAME COLUMN born TO birthday",
 }
+#: Transactions of the live workload, and the pause after each: long enough (about a minute)
+#: that the replicator is killed while streaming it, after the initial snapshot.
+TRANSACTIONS = 900
+PAUSE_S = 0.05
 
 
 class Workload:
@@ -93,7 +110,7 @@ class Workload:
                 self.transaction(cursor, n)
                 conn.commit()
                 self.done += 1
-                time.sleep(0.02)
+                time.sleep(PAUSE_S)
 
     def transaction(self, cursor: object, n: int) -> None:
         execute = cursor.execute  # type: ignore[attr-defined]
@@ -179,7 +196,7 @@ def kill_mid_way(config: Path, warehouse: Path) -> None:
     print(f"\n$ {' '.join(command)} &", flush=True)
     process = subprocess.Popen(command)
     deadline = time.monotonic() + 120
-    while committed_batches(warehouse) < 6 and time.monotonic() < deadline:
+    while committed_batches(warehouse) < 12 and time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"binlake replicate exited early (code {process.returncode})")
         time.sleep(0.2)
@@ -212,11 +229,13 @@ def main() -> int:
     try:
         sandbox.start()
         print(f"MariaDB sandbox on 127.0.0.1:{sandbox.port}")
-        for statement in SCHEMA:
+        for statement in (*SCHEMA, *PRELOAD):
             sandbox.execute(statement)
+        sandbox.purge_binlogs()
+        print("loaded 2,000 customers and 20,000 purchases, then purged the binlog that wrote them")
         config = write_config(base, sandbox)
         print(f"config: {config}\n{config.read_text()}")
-        workload = Workload(sandbox, transactions=200)
+        workload = Workload(sandbox, transactions=TRANSACTIONS)
         workload.thread.start()
         kill_mid_way(config, warehouse)
         workload.thread.join()

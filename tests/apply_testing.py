@@ -18,6 +18,28 @@ from binlake.source.restart import SourcePosition
 from binlog_builder import LogBuilder, query
 
 UTF8MB4 = 45
+#: A source column's type as a TABLE_MAP gives it: (type code, metadata, unsigned, charset).
+Spec = tuple[int, int, bool, int | None]
+
+
+def orders_map(
+    *columns: tuple[str, Spec], key: Sequence[str] = ("id",), not_null: Sequence[str] = ()
+) -> TableMap:
+    """``shop.orders`` with ``columns``; key columns and ``not_null`` ones are NOT NULL."""
+    names = tuple(name for name, _ in columns)
+    return TableMap(
+        table_id=7,
+        flags=1,
+        schema="shop",
+        table="orders",
+        column_types=tuple(spec[0] for _, spec in columns),
+        column_metadata=tuple(spec[1] for _, spec in columns),
+        nullable=tuple(name not in key and name not in not_null for name in names),
+        unsigned=tuple(spec[2] for _, spec in columns),
+        column_charsets=tuple(spec[3] for _, spec in columns),
+        column_names=names,
+        primary_key=tuple(names.index(k) for k in key) or None,
+    )
 
 
 def shop_map(

@@ -1,29 +1,56 @@
-"""Helpers for `binlake replicate` tests: configs, runs (in-process with the session's Spark, or
-as a subprocess), and the checks every test ends with: `verify` passes for every table, and
+"""Helpers for `binlake replicate` tests: a module's own source server, configs, runs
+(in-process with the session's Spark, or as a subprocess, also armed at a crash point), the
+applied positions, and the checks every test ends with: `verify` passes for every table, and
 every table's snapshot history has strictly increasing batch numbers and positions."""
 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict, Unpack
+
+import pytest
 
 from binlake.apply.commit import current_lineage
 from binlake.apply.console import Console
+from binlake.apply.iceberg_meta import read_table
 from binlake.apply.lake_target import lake_target
 from binlake.apply.relay_scan import parse_position
 from binlake.apply.replicate import ReplicateResult, Replicator
+from binlake.apply.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
 from binlake.apply.verify import VerifyOptions, verify_config
 from binlake.config import Config, load_config
 from binlake.crashpoints import ENV_VAR
 from binlake.metrics import Metrics
 from binlake.sandbox import MariaDBSandbox
+from conftest import require_mariadb
 
 REPLICATE_TIMEOUT_S = 240
+#: How long a run armed at a crash point may take to get there.
+KILL_TIMEOUT_S = 120.0
+
+
+def module_source(folder: str) -> object:
+    """The fixture ``source`` of a test module: a MariaDB of the module's own (in a temporary
+    folder named ``folder``), started before its first test, killed after its last one. In the
+    module: ``source = module_source("replicate-source")``."""
+
+    @pytest.fixture(scope="module", name="source")
+    def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBSandbox]:
+        require_mariadb()
+        sandbox = MariaDBSandbox(tmp_path_factory.mktemp(folder))
+        try:
+            yield sandbox.start()
+        finally:
+            sandbox.kill()
+
+    return source
 
 
 def lake_warehouse(spark: object) -> Path:
@@ -41,13 +68,19 @@ def write_config(
     applier: str = "",
     receiver: str = "",
     tables: str = "",
+    snapshot: str = "initial = false\n",
+    port: int | None = None,
 ) -> Path:
+    """A replicate config for ``source``. ``snapshot`` is the [snapshot] section's body:
+    off by default, so that tests of streaming replicate what their workload wrote through the
+    binlog (the snapshot tests turn it on). ``port``: where to connect to instead of the
+    source's own port (a proxy in front of it)."""
     include_text = ", ".join(f'"{glob}"' for glob in include)
     exclude_text = ", ".join(f'"{glob}"' for glob in exclude)
     path.write_text(
         "[source]\n"
         'host = "127.0.0.1"\n'
-        f"port = {source.port}\n"
+        f"port = {source.port if port is None else port}\n"
         'user = "root"\n'
         "server_id = 4243\n"
         "heartbeat_period_s = 0.5\n"
@@ -69,8 +102,34 @@ def write_config(
         "[applier]\n"
         f"{'' if 'max_seconds' in applier else 'max_seconds = 0.3' + chr(10)}"
         f"{applier}"
+        "[snapshot]\n"
+        f"{snapshot}"
     )
     return path
+
+
+class Sections(TypedDict, total=False):
+    """``write_config``'s sections (and the port), for ``config_for``."""
+
+    applier: str
+    receiver: str
+    tables: str
+    snapshot: str
+    port: int
+
+
+def config_for(
+    folder: Path, source: MariaDBSandbox, spark: object, database: str, **sections: Unpack[Sections]
+) -> Path:
+    """``folder/binlake.toml``: ``source``'s database ``database`` replicated into the session's
+    warehouse (``write_config``; ``sections`` as there)."""
+    return write_config(
+        folder / "binlake.toml",
+        source,
+        warehouse=lake_warehouse(spark),
+        include=[f"{database}.*"],
+        **sections,
+    )
 
 
 @dataclass
@@ -94,8 +153,13 @@ def replicate_in_process(config_path: Path, spark: object) -> InProcessRun:
     return InProcessRun(result, stream.getvalue(), replicator.metrics)
 
 
+def binlake_command(command: str, config: Path, *args: str) -> list[str]:
+    """``binlake COMMAND --config CONFIG ARGS...`` as its own process."""
+    return [sys.executable, "-m", "binlake.cli.main", command, "--config", str(config), *args]
+
+
 def replicate_command(config: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "binlake.cli.main", "replicate", "--config", str(config), *args]
+    return binlake_command("replicate", config, *args)
 
 
 def replicate_env(crash_point: str | None = None) -> dict[str, str]:
@@ -105,11 +169,16 @@ def replicate_env(crash_point: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_replicate(
-    config: Path, *args: str, crash_point: str | None = None, timeout: float = REPLICATE_TIMEOUT_S
+def run_binlake(
+    command: str,
+    config: Path,
+    *args: str,
+    crash_point: str | None = None,
+    timeout: float = REPLICATE_TIMEOUT_S,
 ) -> subprocess.CompletedProcess[str]:
+    """``binlake_command`` run to its end (armed at ``crash_point``, if one is given)."""
     return subprocess.run(
-        replicate_command(config, *args),
+        binlake_command(command, config, *args),
         capture_output=True,
         text=True,
         env=replicate_env(crash_point),
@@ -118,10 +187,61 @@ def run_replicate(
     )
 
 
+def run_replicate(
+    config: Path, *args: str, crash_point: str | None = None, timeout: float = REPLICATE_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    return run_binlake("replicate", config, *args, crash_point=crash_point, timeout=timeout)
+
+
+def run_armed(
+    config: Path, crash_point: str, timeout: float = KILL_TIMEOUT_S
+) -> tuple[subprocess.CompletedProcess[str], bool]:
+    """`binlake replicate` (no --until-caught-up) armed at ``crash_point``, until it exits or
+    ``timeout`` passes (it is killed then): the run, and whether the timeout passed."""
+    process = subprocess.Popen(
+        replicate_command(config),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=replicate_env(crash_point),
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        timed_out = True
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err), timed_out
+
+
+def run_until_killed(
+    config: Path, crash_point: str, timeout: float = KILL_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """``run_armed``: it must die there (returncode -9) within ``timeout``; a run that never
+    gets there fails the test."""
+    run, timed_out = run_armed(config, crash_point, timeout)
+    if timed_out:
+        stderr = run.stderr[-6000:]
+        raise AssertionError(
+            f"replicate never reached {crash_point} in {timeout:g}s\n--- stderr\n{stderr}"
+        )
+    return run
+
+
 def describe(run: subprocess.CompletedProcess[str]) -> str:
     return (
         f"rc={run.returncode}\n--- stdout\n{run.stdout[-4000:]}\n--- stderr\n{run.stderr[-6000:]}"
     )
+
+
+def lake_offset(warehouse: Path, identifier: tuple[str, str]) -> int:
+    """The offset of the table's applied position (its newest binlake snapshot's), read from
+    the metadata files (no Spark); 0 before its first."""
+    table = read_table(warehouse, identifier)
+    snapshots = table.binlake_snapshots if table is not None else ()
+    position = snapshots[0].position if snapshots else None
+    return position.offset if position is not None else 0
 
 
 # ---- checks -------------------------------------------------------------------------------------
@@ -173,9 +293,34 @@ def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[str
     for table in replicated_tables(spark, config):
         lineage = current_lineage(spark, target.lake_table(table))  # type: ignore[arg-type]
         ours = [s.binlake for s in reversed(lineage) if s.binlake]
-        batches = [int(s["binlake.batch"]) for s in ours]
-        positions = [parse_position(s["binlake.position"]).key() for s in ours]
+        copies = [s for s in ours if SNAPSHOT in s]
+        assert_copies_are_exactly_once(table, copies)
+        streamed = [s for s in ours if SNAPSHOT not in s]
+        batches = [int(s["binlake.batch"]) for s in streamed if "binlake.batch" in s]
+        positions = [parse_position(s["binlake.position"]).key() for s in streamed]
         assert batches == sorted(set(batches)), f"{table}: batches {batches}"
         assert positions == sorted(set(positions)), f"{table}: positions {positions}"
+        if copies and positions:
+            start = parse_position(copies[-1]["binlake.position"]).key()
+            assert start < positions[0], f"{table}: a batch at or before its copy's position"
         counts[table] = len(ours)
     return counts
+
+
+def assert_copies_are_exactly_once(table: str, copies: Sequence[dict[str, str]]) -> None:
+    """Snapshot chunk commits, oldest first: per copy, row totals strictly increasing (no
+    chunk twice), one done chunk at its end, one position for all its chunks."""
+    by_id: dict[str, list[SnapshotProgress]] = {}
+    starts: dict[str, set[str]] = {}
+    for summary in copies:
+        progress = progress_of(summary)
+        assert progress is not None, f"{table}: unreadable binlake.snapshot {summary}"
+        by_id.setdefault(progress.id, []).append(progress)
+        starts.setdefault(progress.id, set()).add(summary["binlake.position"])
+    for copy_id, chunks in by_id.items():
+        totals = [c.rows for c in chunks]
+        body = totals[:-1]  # the last chunk may be empty (or mark a dropped table done)
+        grew = all(b > a for a, b in itertools.pairwise(body))
+        assert grew and totals[-1] >= totals[-2:][0], f"{table} copy {copy_id}: rows {totals}"
+        assert [c.done for c in chunks].count(True) <= 1, f"{table} copy {copy_id}: done twice"
+        assert len(starts[copy_id]) == 1, f"{table} copy {copy_id}: positions {starts[copy_id]}"

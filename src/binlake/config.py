@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from binlake.config_applier import (
     APPLIER_KEYS,
+    SNAPSHOT_KEYS,
     SPARK_KEYS,
     TABLES_KEYS,
     TARGET_KEYS,
     ApplierConfig,
     OnDrop,
+    SnapshotConfig,
     SparkConfig,
     TablesConfig,
     TargetConfig,
@@ -64,6 +66,7 @@ __all__ = [
     "ReceiverConfig",
     "ReplicationMode",
     "Secret",
+    "SnapshotConfig",
     "SourceConfig",
     "SparkConfig",
     "StateConfig",
@@ -190,6 +193,14 @@ class StateConfig:
     def source_state_path(self) -> Path:
         return self.dir / "source.state"
 
+    @property
+    def snapshot_plan_path(self) -> Path:
+        return self.dir / "snapshot.plan"
+
+    @property
+    def snapshot_requests_dir(self) -> Path:
+        return self.dir / "snapshot-requests"
+
 
 @dataclass(frozen=True)
 class ReceiverConfig:
@@ -219,6 +230,7 @@ class Config:
     tables: TablesConfig = field(default_factory=TablesConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     applier: ApplierConfig = field(default_factory=ApplierConfig)
+    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
 
 
 # ---- key specs ------------------------------------------------------------------------------
@@ -349,6 +361,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "tables": TABLES_KEYS,
     "spark": SPARK_KEYS,
     "applier": APPLIER_KEYS,
+    "snapshot": SNAPSHOT_KEYS,
 }
 
 
@@ -399,6 +412,7 @@ def config_from_mapping(
         tables=TablesConfig(**values["tables"]),
         spark=SparkConfig(**values["spark"]),
         applier=ApplierConfig(**values["applier"]),
+        snapshot=SnapshotConfig(**values["snapshot"]),
     )
 
 

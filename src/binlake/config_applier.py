@@ -13,6 +13,7 @@ from pathlib import Path
 
 from binlake.config_values import (
     Key,
+    bool_value,
     enum_value,
     float_value,
     globs_value,
@@ -26,11 +27,13 @@ from binlake.config_values import (
 
 __all__ = [
     "APPLIER_KEYS",
+    "SNAPSHOT_KEYS",
     "SPARK_KEYS",
     "TABLES_KEYS",
     "TARGET_KEYS",
     "ApplierConfig",
     "OnDrop",
+    "SnapshotConfig",
     "SparkConfig",
     "TablesConfig",
     "TargetConfig",
@@ -89,6 +92,16 @@ class ApplierConfig:
     max_seconds: float = 2.0
     #: Port of the Prometheus endpoint; 0 = none.
     metrics_port: int = 0
+
+
+@dataclass(frozen=True)
+class SnapshotConfig:
+    """``[snapshot]``: copying tables' existing rows (binlake.apply.snapshot)."""
+
+    #: On a new state folder, snapshot every included table the lake holds no position for.
+    initial: bool = True
+    #: Rows per chunk: one consistent read and one Iceberg commit each.
+    chunk_rows: int = 50_000
 
 
 TARGET_KEYS: tuple[Key, ...] = (
@@ -169,5 +182,22 @@ APPLIER_KEYS: tuple[Key, ...] = (
         int_value(0, 65535),
         0,
         "port of the Prometheus metrics endpoint of binlake replicate; 0 = none",
+    ),
+)
+
+SNAPSHOT_KEYS: tuple[Key, ...] = (
+    Key(
+        "initial",
+        "bool",
+        bool_value,
+        True,
+        "on a new state folder, copy every included table's existing rows before streaming",
+    ),
+    Key(
+        "chunk_rows",
+        "int",
+        int_value(1, 10_000_000),
+        50_000,
+        "rows per snapshot chunk: one consistent read and one Iceberg commit each",
     ),
 )

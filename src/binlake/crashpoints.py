@@ -55,8 +55,18 @@ POINTS: dict[str, str] = {
     "apply_after_commits": "applier: every table of the batch committed, checkpoint counts not "
     "yet updated",
     "apply_during_ddl": "applier: between two schema statements of one DDL",
+    "apply_before_backfill": "applier: an ALTER's schema changes made, its positioned commit (the "
+    "backfill of the values it gave existing rows, or an empty append) not yet",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
+    # snapshot (storage/snapshot_plan.py, apply/snapshot.py)
+    "snapshot_after_plan": "snapshot: tables to copy recorded in snapshot.plan, none copied yet",
+    "snapshot_before_chunk": "snapshot: a chunk read from the source, not yet committed",
+    "snapshot_after_chunk": "snapshot: a chunk committed, the next not yet read",
+    "snapshot_after_replace": "re-snapshot: the old Iceberg table dropped, the first chunk not "
+    "yet committed",
+    "snapshot_before_done": "snapshot: a table's last chunk committed, not yet removed from "
+    "snapshot.plan",
 }
 
 _armed: tuple[str, int] | None = None

@@ -43,6 +43,8 @@ __all__ = [
     "RelayLogStateError",
     "RowImageError",
     "SchemaEvolutionError",
+    "SnapshotError",
+    "SnapshotPlanError",
     "SourceAuthError",
     "SourceConfigError",
     "SourceConnectionLostError",
@@ -62,6 +64,7 @@ __all__ = [
     "StorageError",
     "TruncatedEventError",
     "UnsupportedDdlError",
+    "UnsupportedDefaultError",
     "UnsupportedTypeError",
     "UsageError",
     "ValueDecodeError",
@@ -213,6 +216,15 @@ class CheckpointRecordError(CheckpointError):
     default_hint = (
         "delete the named checkpoint file: recovery then scans every relay file from the first "
         "(safe, only slower)"
+    )
+
+
+class SnapshotPlanError(StorageError):
+    """The snapshot plan or a snapshot request file in the state folder is not valid."""
+
+    default_hint = (
+        "the plan is written atomically, so this is damage from outside binlake: remove the "
+        "named file and run binlake snapshot --tables for the tables still to copy"
     )
 
 
@@ -464,12 +476,18 @@ class SparkStatementError(SparkError):
 
 
 class SchemaEvolutionError(BinlakeError):
-    """The applier cannot follow a source table's DDL; ``statement`` is the DDL text. The hint
-    names the options: exclude the table, or re-snapshot it."""
+    """The applier cannot follow a source table's DDL; ``statement`` is the DDL text, ``column``
+    the column at fault (where one is). The hint names the options: exclude the table, or
+    re-snapshot it."""
 
     default_hint = (
         "exclude the table in [tables] exclude, or re-snapshot it with "
         "`binlake snapshot --tables db.table`"
+    )
+    #: The hint when the table is known (``{table}``: its name); a subclass may set its own.
+    table_hint: ClassVar[str] = (
+        'exclude the table in [tables] exclude ("{table}"), or re-snapshot it with '
+        "`binlake snapshot --tables {table}`"
     )
 
     def __init__(
@@ -479,21 +497,32 @@ class SchemaEvolutionError(BinlakeError):
         hint: str | None = None,
         table: str | None = None,
         statement: str | None = None,
+        column: str | None = None,
     ) -> None:
         if hint is None and table is not None:
-            hint = (
-                f'exclude the table in [tables] exclude ("{table}"), or re-snapshot it with '
-                f"`binlake snapshot --tables {table}`"
-            )
+            hint = self.table_hint.format(table=table)
         super().__init__(message, hint=hint, table=table)
         self.statement = statement
+        self.column = column
 
-    extra_fields: ClassVar[tuple[str, ...]] = ("statement",)
+    extra_fields: ClassVar[tuple[str, ...]] = ("statement", "column")
 
 
 class UnsupportedDdlError(SchemaEvolutionError):
     """A DDL statement on a replicated table that binlake cannot parse or follow (an ALTER
     clause it does not know, a partition operation that changes rows without row events)."""
+
+
+class UnsupportedDefaultError(SchemaEvolutionError):
+    """An ALTER TABLE gave the rows a table already has a value binlake cannot reproduce
+    exactly (an expression default, a generated or AUTO_INCREMENT column, a time the event
+    does not carry). ``column`` names the column; ``statement`` the DDL."""
+
+    table_hint = (
+        "re-snapshot the table (`binlake snapshot --tables {table}`), or exclude it "
+        'in [tables] exclude ("{table}"); the rows it had before the ALTER are not '
+        "in the binlog"
+    )
 
 
 class IncompatibleSchemaChangeError(SchemaEvolutionError):
@@ -512,12 +541,11 @@ class IncompatibleSchemaChangeError(SchemaEvolutionError):
         old_type: str | None = None,
         new_type: str | None = None,
     ) -> None:
-        super().__init__(message, hint=hint, table=table, statement=statement)
-        self.column = column
+        super().__init__(message, hint=hint, table=table, statement=statement, column=column)
         self.old_type = old_type
         self.new_type = new_type
 
-    extra_fields: ClassVar[tuple[str, ...]] = ("column", "old_type", "new_type")
+    extra_fields: ClassVar[tuple[str, ...]] = ("old_type", "new_type")
 
 
 class StatementFormatError(SourceConfigError):
@@ -565,6 +593,12 @@ class ApplyError(BinlakeError):
         "exclude the named table in [tables] exclude, or re-snapshot it; binlake never skips "
         "a change silently"
     )
+
+
+class SnapshotError(BinlakeError):
+    """A table cannot be snapshot as asked (not on the source, not selected, no usable key)."""
+
+    default_hint = "check the table names against the source and [tables] include/exclude"
 
 
 #: Exit codes by branch of the tree; the first matching class wins.

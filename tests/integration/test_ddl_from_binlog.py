@@ -23,14 +23,14 @@ from binlake.apply.ddl_parse import (
     TruncateTable,
     parse_ddl,
 )
-from binlake.apply.schema import (
+from binlake.apply.schema import plan_evolution
+from binlake.apply.schema_changes import (
     AddColumn,
     DropColumn,
     RenameColumn,
     SchemaChange,
     SetSourceType,
     WidenColumnType,
-    plan_evolution,
 )
 from binlake.apply.types import lake_schema
 from binlake.binlog.events import QueryEvent

@@ -9,7 +9,6 @@ of every table's snapshot history.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,37 +19,16 @@ from binlake.config import load_config
 from binlake.errors import RowImageError, SourcePositionLostError, StatementFormatError
 from binlake.metrics import ROWS_APPLIED
 from binlake.sandbox import MariaDBSandbox
-from conftest import require_mariadb
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
-    lake_warehouse,
+    config_for,
+    module_source,
     replicate_in_process,
-    write_config,
 )
 from type_workload import all_tables, run_workload
 
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBSandbox]:
-    require_mariadb()
-    sandbox = MariaDBSandbox(tmp_path_factory.mktemp("replicate-source"))
-    try:
-        yield sandbox.start()
-    finally:
-        sandbox.kill()
-
-
-def config_for(
-    tmp_path: Path, source: MariaDBSandbox, spark: object, database: str, **kw: object
-) -> Path:
-    return write_config(
-        tmp_path / "binlake.toml",
-        source,
-        warehouse=lake_warehouse(spark),
-        include=[f"{database}.*"],
-        **kw,  # type: ignore[arg-type]
-    )
+source = module_source("replicate-source")
 
 
 def test_the_type_coverage_workload_lands_in_iceberg_with_every_value_exact(
@@ -161,6 +139,25 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
     pairs = lake_target(load_config(config)).lake_table(f"{database}.pairs")
     schema = read_lake_schema(spark, pairs, f"{database}.pairs")  # type: ignore[arg-type]
     assert schema.key == ("a", "b")  # merged on the configured key, not a change log
+
+
+def test_tables_the_filters_do_not_select_have_no_say_in_where_a_new_state_folder_starts(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """Two replicators share a warehouse: one's tables never count as applied for the
+    other (no false "relay tail lost" or position-lost verdict from a foreign table)."""
+    for database in ("rep_theirs", "rep_ours"):
+        source.execute(f"CREATE DATABASE {database}")
+        source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY)")
+        source.execute(f"INSERT INTO {database}.t VALUES (1)")
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "ours").mkdir()
+    replicate_in_process(config_for(tmp_path / "theirs", source, spark, "rep_theirs"), spark)
+    ours = config_for(tmp_path / "ours", source, spark, "rep_ours")
+    run = replicate_in_process(ours, spark)
+    assert "rep_theirs" not in run.output, run.output
+    assert "0 tables hold batches" in run.output, run.output
+    assert_verify_passes(ours, spark)
 
 
 def test_a_minimal_row_image_insert_is_refused_with_the_row_image_error(

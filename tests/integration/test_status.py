@@ -112,6 +112,16 @@ def test_status_reads_the_recorded_checkpoint(lake: Lake) -> None:
     assert lake.status().relay.checkpoint == "relay-bin.000002"
 
 
+def test_a_damaged_checkpoint_is_reported_in_full_then_status_exits_65(lake: Lake) -> None:
+    config = load_config(lake.config_path)
+    config.state.checkpoint_path.write_bytes(b"not a binlake checkpoint record\n")
+    run = status_cli(lake.config_path)
+    assert run.returncode == 65, describe(run)
+    assert "checkpoint unreadable" in run.stdout and f"{lake.db}.t1" in run.stdout
+    assert run.stderr.startswith("error: checkpoint unreadable") and "hint: " in run.stderr
+    assert "Traceback" not in run.stderr
+
+
 def status_cli(config: Path, *args: str, code: str = "") -> subprocess.CompletedProcess[str]:
     """`binlake status` in a fresh interpreter; ``code`` runs after it (to inspect modules)."""
     script = (

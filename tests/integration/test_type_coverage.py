@@ -11,19 +11,21 @@ from __future__ import annotations
 import datetime as dt
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from binlake.apply.schema import target_schema
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.rows import ABSENT, RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import ColumnSpec, ZeroDate, column_spec
 from binlake.sandbox import MariaDBSandbox, find_executable
+from binlake.source.table_shape import read_collations, read_columns, table_map_from_columns
 from binlog_fixtures import decoded_changes, strict
 from type_workload import Change, all_tables, run_workload
 
@@ -257,3 +259,34 @@ def _compare_image(
         assert compare(spec, value, text), f"{spec.table}.{spec.name} at {offset}: {text!r}"
         compared.add(spec.type)
     return compared
+
+
+def test_a_table_map_built_from_information_schema_gives_the_binlogs_lake_schema(
+    recorded: Recorded, mariadb: MariaDBSandbox
+) -> None:
+    """The snapshot creates tables from information_schema; streaming later meets the binlog's
+    TABLE_MAP: both must give the same Iceberg schema for every type."""
+    logged: dict[str, TableMap] = {}
+    for event in EventStream(recorded.binlog):
+        if isinstance(event.payload, TableMap) and event.payload.schema == recorded.database:
+            logged[event.payload.table] = event.payload
+    with mariadb.connect(recorded.database) as conn, conn.cursor() as cursor:
+
+        def query(sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+            cursor.execute(sql, tuple(args))
+            return list(cursor.fetchall())
+
+        collations = read_collations(query)
+        compared = 0
+        for name, tm in sorted(logged.items()):
+            columns, key = read_columns(query, recorded.database, name)
+            built = table_map_from_columns(recorded.database, name, columns, key, collations)
+            hints = recorded.hints.get(f"{recorded.database}.{name}")
+            assert target_schema(built, hints=hints) == target_schema(tm, hints=hints), name
+            assert [
+                column_spec(built, i, (hints or {}).get(i)).labels for i in range(len(columns))
+            ] == [
+                column_spec(tm, i, (hints or {}).get(i)).labels for i in range(tm.column_count)
+            ], name
+            compared += 1
+    assert compared == len(logged) >= 6

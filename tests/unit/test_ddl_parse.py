@@ -182,9 +182,37 @@ def test_type_text_keeps_modifiers_and_stops_at_attributes() -> None:
     (clause,) = clauses(
         "ALTER TABLE t ADD n INT(11) UNSIGNED ZEROFILL CHARACTER SET x NOT NULL AUTO_INCREMENT"
     )
-    assert clause == AddColumnClause(column("n", "INT(11) UNSIGNED ZEROFILL", nullable=False))
+    assert clause == AddColumnClause(
+        column("n", "INT(11) UNSIGNED ZEROFILL", nullable=False, charset="x", auto_increment=True)
+    )
     (clause,) = clauses("ALTER TABLE t ADD d DOUBLE PRECISION, ADD PRIMARY KEY (d)")[:1]
     assert clause == AddColumnClause(column("d", "DOUBLE PRECISION"))
+
+
+def test_column_attributes_that_decide_what_existing_rows_get_are_recorded() -> None:
+    assert clauses(
+        "ALTER TABLE t ADD a TIMESTAMP NULL, ADD b VARCHAR(5) COLLATE latin1_bin, "
+        "ADD c CHAR(2) CHARSET binary COLLATE binary, ADD d SERIAL, "
+        "ADD e INT GENERATED ALWAYS AS (a + 1) STORED, ADD f INT AS (a * 2) VIRTUAL"
+    ) == (
+        AddColumnClause(column("a", "TIMESTAMP", explicit_null=True)),
+        AddColumnClause(column("b", "VARCHAR(5)", charset="latin1")),
+        AddColumnClause(column("c", "CHAR(2)", charset="binary")),
+        AddColumnClause(column("d", "SERIAL", nullable=False, auto_increment=True)),
+        AddColumnClause(column("e", generated=True)),
+        AddColumnClause(column("f", generated=True)),
+    )
+
+
+def test_a_default_is_kept_exactly_as_written_with_adjacent_strings_and_introducers() -> None:
+    assert clauses(
+        "ALTER TABLE t ADD a VARCHAR(9) DEFAULT 'x  y' 'z', ADD b VARCHAR(9) DEFAULT _latin1 'q' "
+        "NOT NULL, ADD c DATE DEFAULT DATE '2020-01-02'"
+    ) == (
+        AddColumnClause(column("a", "VARCHAR(9)", default="'x  y' 'z'")),
+        AddColumnClause(column("b", "VARCHAR(9)", nullable=False, default="_latin1 'q'")),
+        AddColumnClause(column("c", "DATE", default="DATE '2020-01-02'")),
+    )
 
 
 def test_drop_column_forms() -> None:

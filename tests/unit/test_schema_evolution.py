@@ -8,9 +8,16 @@ from dataclasses import replace
 
 import pytest
 
+from apply_testing import orders_map
 from binlake.apply.ddl_parse import DdlStatement, parse_ddl
 from binlake.apply.schema import (
     CHANGELOG_COLUMNS,
+    changelog_schema,
+    is_changelog,
+    plan_evolution,
+    target_schema,
+)
+from binlake.apply.schema_changes import (
     AddColumn,
     DropColumn,
     MakeColumnOptional,
@@ -19,10 +26,6 @@ from binlake.apply.schema import (
     SetIdentifierFields,
     SetSourceType,
     WidenColumnType,
-    changelog_schema,
-    is_changelog,
-    plan_evolution,
-    target_schema,
 )
 from binlake.apply.types import LakeSchema, lake_column, lake_schema
 from binlake.binlog.constants import ColumnType as T
@@ -52,29 +55,6 @@ DATETIME = (T.DATETIME2, 0, False, None)
 
 def decimal(precision: int, scale: int) -> tuple[int, int, bool, None]:
     return (T.NEWDECIMAL, precision << 8 | scale, False, None)
-
-
-Column = tuple[str, tuple[int, int, bool, int | None]]
-
-
-def table_map(
-    *columns: Column, key: Sequence[str] = ("id",), not_null: Sequence[str] = ()
-) -> TableMap:
-    """``shop.orders`` with ``columns``; key columns and ``not_null`` ones are NOT NULL."""
-    names = tuple(name for name, _ in columns)
-    return TableMap(
-        table_id=7,
-        flags=1,
-        schema="shop",
-        table="orders",
-        column_types=tuple(spec[0] for _, spec in columns),
-        column_metadata=tuple(spec[1] for _, spec in columns),
-        nullable=tuple(name not in key and name not in not_null for name in names),
-        unsigned=tuple(spec[2] for _, spec in columns),
-        column_charsets=tuple(spec[3] for _, spec in columns),
-        column_names=names,
-        primary_key=tuple(names.index(k) for k in key) or None,
-    )
 
 
 def ddl(*queries: str) -> list[DdlStatement]:
@@ -131,7 +111,7 @@ def shape(schema: LakeSchema) -> tuple[object, ...]:
     return tuple(columns), tuple(sorted(schema.key))
 
 
-BASE = table_map(("id", INT), ("name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
+BASE = orders_map(("id", INT), ("name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
 
 
 # ---- nothing to do ----------------------------------------------------------------------------
@@ -143,7 +123,7 @@ def test_same_table_map_plans_nothing() -> None:
 
 
 def test_string_length_changes_plan_nothing() -> None:
-    longer = table_map(
+    longer = orders_map(
         ("id", INT), ("name", VARCHAR_LONGER), ("qty", INT), ("price", decimal(10, 2))
     )
     assert plan(BASE, longer, "ALTER TABLE orders MODIFY name VARCHAR(100)") == []
@@ -153,7 +133,7 @@ def test_string_length_changes_plan_nothing() -> None:
 
 
 def test_new_column_is_added_nullable_at_the_end_with_its_source_position() -> None:
-    new = table_map(
+    new = orders_map(
         ("id", INT),
         ("note", TEXT),
         ("name", VARCHAR),
@@ -171,21 +151,21 @@ def test_new_column_is_added_nullable_at_the_end_with_its_source_position() -> N
 
 
 def test_column_gone_from_the_table_map_is_dropped() -> None:
-    new = table_map(("id", INT), ("name", VARCHAR), ("price", decimal(10, 2)))
+    new = orders_map(("id", INT), ("name", VARCHAR), ("price", decimal(10, 2)))
     changes = plan(BASE, new, "ALTER TABLE orders DROP COLUMN qty")
     assert changes == [DropColumn("qty")]
     assert changes[0].statements(TABLE) == ["ALTER TABLE `lake`.`shop`.`orders` DROP COLUMN `qty`"]
 
 
 def test_table_map_is_the_truth_even_without_ddl() -> None:
-    new = table_map(("id", INT), ("name", VARCHAR), ("price", decimal(10, 2)), ("extra", INT))
+    new = orders_map(("id", INT), ("name", VARCHAR), ("price", decimal(10, 2)), ("extra", INT))
     assert plan(BASE, new) == [DropColumn("qty"), AddColumn(lake_column(new, 3))]
 
 
 # ---- renames ----------------------------------------------------------------------------------
 
 
-RENAMED = table_map(("id", INT), ("title", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
+RENAMED = orders_map(("id", INT), ("title", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
 
 
 @pytest.mark.parametrize(
@@ -220,12 +200,12 @@ def test_renames_across_several_statements_compose() -> None:
 
 
 def test_rename_chain_in_one_alter_runs_in_dependency_order() -> None:
-    new = table_map(("id", INT), ("qty2", VARCHAR), ("qty3", INT), ("price", decimal(10, 2)))
+    new = orders_map(("id", INT), ("qty2", VARCHAR), ("qty3", INT), ("price", decimal(10, 2)))
     changes = plan(
         BASE, new, "ALTER TABLE orders CHANGE name qty2 VARCHAR(10), CHANGE qty qty3 INT"
     )
     assert changes == [RenameColumn("name", "qty2"), RenameColumn("qty", "qty3")]
-    chain = table_map(("id", INT), ("qty", VARCHAR), ("total", INT), ("price", decimal(10, 2)))
+    chain = orders_map(("id", INT), ("qty", VARCHAR), ("total", INT), ("price", decimal(10, 2)))
     changes = plan(
         BASE, chain, "ALTER TABLE orders CHANGE name qty VARCHAR(10), CHANGE qty total INT"
     )
@@ -233,14 +213,14 @@ def test_rename_chain_in_one_alter_runs_in_dependency_order() -> None:
 
 
 def test_swapping_two_column_names_is_refused() -> None:
-    swapped = table_map(("id", INT), ("qty", INT), ("name", INT), ("price", decimal(10, 2)))
-    old = table_map(("id", INT), ("name", INT), ("qty", INT), ("price", decimal(10, 2)))
+    swapped = orders_map(("id", INT), ("qty", INT), ("name", INT), ("price", decimal(10, 2)))
+    old = orders_map(("id", INT), ("name", INT), ("qty", INT), ("price", decimal(10, 2)))
     with pytest.raises(IncompatibleSchemaChangeError, match="swap"):
         plan(old, swapped, "ALTER TABLE orders CHANGE name qty INT, CHANGE qty name INT")
 
 
 def test_rename_that_only_changes_case_is_not_made() -> None:
-    new = table_map(("id", INT), ("Name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
+    new = orders_map(("id", INT), ("Name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
     assert plan(BASE, new, "ALTER TABLE orders RENAME COLUMN name TO Name") == []
 
 
@@ -279,8 +259,8 @@ def test_ddl_of_other_tables_is_ignored_and_table_renames_are_followed() -> None
 def test_compatible_widenings_change_the_type_and_the_comment(
     old_spec: tuple[int, int, bool, None], new_spec: tuple[int, int, bool, None], sql: str
 ) -> None:
-    old = table_map(("id", INT), ("v", old_spec))
-    new = table_map(("id", INT), ("v", new_spec))
+    old = orders_map(("id", INT), ("v", old_spec))
+    new = orders_map(("id", INT), ("v", new_spec))
     changes = plan(old, new, "ALTER TABLE orders MODIFY v SOMETYPE")
     widen = WidenColumnType("v", lake_column(old, 1).iceberg_type, lake_column(new, 1))
     assert changes == [widen, SetSourceType("v", lake_column(new, 1).source_type)]
@@ -290,8 +270,8 @@ def test_compatible_widenings_change_the_type_and_the_comment(
 
 
 def test_source_type_change_with_the_same_iceberg_type_updates_the_comment_only() -> None:
-    old = table_map(("id", INT), ("v", TINYINT), ("s", VARCHAR))
-    new = table_map(("id", INT), ("v", INT), ("s", TEXT))
+    old = orders_map(("id", INT), ("v", TINYINT), ("s", VARCHAR))
+    new = orders_map(("id", INT), ("v", INT), ("s", TEXT))
     changes = plan(old, new, "ALTER TABLE orders MODIFY v INT, MODIFY s TEXT")
     assert changes == [SetSourceType("v", "INT"), SetSourceType("s", "TEXT")]
     assert changes[1].statements(TABLE) == [
@@ -321,8 +301,8 @@ def test_incompatible_type_changes_raise_naming_table_ddl_types_and_options(
     new_spec: tuple[int, int, bool, int | None],
     reason: str,
 ) -> None:
-    old = table_map(("id", INT), ("v", old_spec))
-    new = table_map(("id", INT), ("v", new_spec))
+    old = orders_map(("id", INT), ("v", old_spec))
+    new = orders_map(("id", INT), ("v", new_spec))
     query = "ALTER TABLE orders MODIFY v NEWTYPE"
     with pytest.raises(IncompatibleSchemaChangeError, match=reason) as caught:
         plan(old, new, query)
@@ -340,16 +320,16 @@ def test_incompatible_type_changes_raise_naming_table_ddl_types_and_options(
 
 
 def test_higher_fractional_second_precision_is_a_comment_change() -> None:
-    old = table_map(("id", INT), ("at", DATETIME))
-    new = table_map(("id", INT), ("at", DATETIME6))
+    old = orders_map(("id", INT), ("at", DATETIME))
+    new = orders_map(("id", INT), ("at", DATETIME6))
     assert plan(old, new, "ALTER TABLE orders MODIFY at DATETIME(6)") == [
         SetSourceType("at", "DATETIME(6)")
     ]
 
 
 def test_not_null_to_null_drops_iceberg_not_null_and_the_reverse_does_nothing() -> None:
-    strict = table_map(("id", INT), ("v", INT), not_null=("v",))
-    loose = table_map(("id", INT), ("v", INT))
+    strict = orders_map(("id", INT), ("v", INT), not_null=("v",))
+    loose = orders_map(("id", INT), ("v", INT))
     changes = plan(strict, loose, "ALTER TABLE orders MODIFY v INT NULL")
     assert changes == [MakeColumnOptional("v")]
     assert changes[0].statements(TABLE) == [
@@ -362,8 +342,8 @@ def test_not_null_to_null_drops_iceberg_not_null_and_the_reverse_does_nothing() 
 
 
 def test_new_key_on_required_columns_sets_identifier_fields_before_the_old_key_is_dropped() -> None:
-    old = table_map(("id", INT), ("code", VARCHAR), ("v", INT), not_null=("code",))
-    new = table_map(("code", VARCHAR), ("v", INT), key=("code",))
+    old = orders_map(("id", INT), ("code", VARCHAR), ("v", INT), not_null=("code",))
+    new = orders_map(("code", VARCHAR), ("v", INT), key=("code",))
     changes = plan(old, new, "ALTER TABLE orders DROP PRIMARY KEY, DROP id, ADD PRIMARY KEY (code)")
     assert changes == [SetIdentifierFields(("code",)), DropColumn("id")]
     assert changes[0].statements(TABLE) == [
@@ -372,8 +352,8 @@ def test_new_key_on_required_columns_sets_identifier_fields_before_the_old_key_i
 
 
 def test_identifier_fields_use_current_names_when_the_key_column_is_renamed_too() -> None:
-    old = table_map(("id", INT), ("code", VARCHAR), not_null=("code",))
-    new = table_map(("id", INT), ("sku", VARCHAR), key=("id", "sku"))
+    old = orders_map(("id", INT), ("code", VARCHAR), not_null=("code",))
+    new = orders_map(("id", INT), ("sku", VARCHAR), key=("id", "sku"))
     changes = plan(
         old,
         new,
@@ -384,7 +364,7 @@ def test_identifier_fields_use_current_names_when_the_key_column_is_renamed_too(
 
 
 def test_renaming_a_key_column_keeps_the_key() -> None:
-    new = table_map(
+    new = orders_map(
         ("order_id", INT),
         ("name", VARCHAR),
         ("qty", INT),
@@ -396,7 +376,7 @@ def test_renaming_a_key_column_keeps_the_key() -> None:
 
 
 def test_new_key_on_a_nullable_or_new_column_is_refused() -> None:
-    new = table_map(
+    new = orders_map(
         ("id", INT), ("name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)), key=("id", "qty")
     )
     with pytest.raises(IncompatibleSchemaChangeError, match="qty is not a required column"):
@@ -406,7 +386,7 @@ def test_new_key_on_a_nullable_or_new_column_is_refused() -> None:
             "ALTER TABLE orders MODIFY qty INT NOT NULL, DROP PRIMARY KEY, "
             "ADD PRIMARY KEY (id, qty)",
         )
-    added = table_map(
+    added = orders_map(
         ("id", INT),
         ("name", VARCHAR),
         ("qty", INT),
@@ -423,7 +403,7 @@ def test_new_key_on_a_nullable_or_new_column_is_refused() -> None:
 
 
 def test_losing_the_primary_key_is_refused() -> None:
-    keyless = table_map(
+    keyless = orders_map(
         ("id", INT),
         ("name", VARCHAR),
         ("qty", INT),
@@ -436,10 +416,10 @@ def test_losing_the_primary_key_is_refused() -> None:
 
 
 def test_configured_key_columns_keep_a_keyless_table_merged() -> None:
-    keyless = table_map(("id", INT), ("name", VARCHAR), key=(), not_null=("id",))
+    keyless = orders_map(("id", INT), ("name", VARCHAR), key=(), not_null=("id",))
     current = target_schema(keyless, key_columns=["ID"])
     assert current.key == ("id",)
-    grown = table_map(("id", INT), ("name", VARCHAR), ("v", INT), key=(), not_null=("id",))
+    grown = orders_map(("id", INT), ("name", VARCHAR), ("v", INT), key=(), not_null=("id",))
     changes = plan_evolution(
         current, grown, ddl("ALTER TABLE orders ADD v INT"), key_columns=["id"]
     )
@@ -449,7 +429,7 @@ def test_configured_key_columns_keep_a_keyless_table_merged() -> None:
 # ---- change logs ------------------------------------------------------------------------------
 
 
-KEYLESS = table_map(("a", INT), ("b", VARCHAR), key=())
+KEYLESS = orders_map(("a", INT), ("b", VARCHAR), key=())
 
 
 def test_keyless_table_gets_the_change_log_schema() -> None:
@@ -467,7 +447,7 @@ def test_keyless_table_gets_the_change_log_schema() -> None:
 
 
 def test_change_log_evolves_its_source_columns_and_keeps_its_own() -> None:
-    grown = table_map(("a", INT), ("c", BIGINT), key=())
+    grown = orders_map(("a", INT), ("c", BIGINT), key=())
     changes = plan_evolution(
         changelog_schema(KEYLESS), grown, ddl("ALTER TABLE orders DROP b, ADD c BIGINT")
     )
@@ -475,7 +455,7 @@ def test_change_log_evolves_its_source_columns_and_keeps_its_own() -> None:
 
 
 def test_change_log_table_whose_source_gains_a_key_is_refused() -> None:
-    keyed = table_map(("a", INT), ("b", VARCHAR), key=("a",))
+    keyed = orders_map(("a", INT), ("b", VARCHAR), key=("a",))
     with pytest.raises(IncompatibleSchemaChangeError, match="change log"):
         plan_evolution(
             changelog_schema(KEYLESS), keyed, ddl("ALTER TABLE orders ADD PRIMARY KEY (a)")
@@ -483,7 +463,7 @@ def test_change_log_table_whose_source_gains_a_key_is_refused() -> None:
 
 
 def test_source_column_with_a_reserved_name_is_refused_for_change_logs() -> None:
-    clash = table_map(("a", INT), ("_binlake_op", VARCHAR), key=())
+    clash = orders_map(("a", INT), ("_binlake_op", VARCHAR), key=())
     with pytest.raises(UnsupportedTypeError, match="reserves"):
         changelog_schema(clash)
 
@@ -505,7 +485,7 @@ SCENARIOS: list[Scenario] = [
     (
         "add, drop, rename, widen",
         BASE,
-        table_map(
+        orders_map(
             ("id", BIGINT),
             ("title", TEXT),
             ("price", decimal(12, 2)),
@@ -521,7 +501,7 @@ SCENARIOS: list[Scenario] = [
     (
         "rename then re-add the old name",
         BASE,
-        table_map(
+        orders_map(
             ("id", INT), ("title", VARCHAR), ("qty", INT), ("price", decimal(10, 2)), ("name", INT)
         ),
         ("ALTER TABLE orders RENAME COLUMN name TO title, ADD name INT",),
@@ -529,19 +509,19 @@ SCENARIOS: list[Scenario] = [
     (
         "drop then rename into the dropped name",
         BASE,
-        table_map(("id", INT), ("qty", VARCHAR), ("price", decimal(10, 2))),
+        orders_map(("id", INT), ("qty", VARCHAR), ("price", decimal(10, 2))),
         ("ALTER TABLE orders DROP qty", "ALTER TABLE orders CHANGE name qty VARCHAR(10)"),
     ),
     (
         "rename chain",
         BASE,
-        table_map(("id", INT), ("qty", VARCHAR), ("total", INT), ("price", decimal(10, 2))),
+        orders_map(("id", INT), ("qty", VARCHAR), ("total", INT), ("price", decimal(10, 2))),
         ("ALTER TABLE orders CHANGE name qty VARCHAR(10), CHANGE qty total INT",),
     ),
     (
         "key moves to another column",
-        table_map(("id", INT), ("code", VARCHAR), ("v", INT), not_null=("code",)),
-        table_map(("sku", VARCHAR), ("v", BIGINT), key=("sku",)),
+        orders_map(("id", INT), ("code", VARCHAR), ("v", INT), not_null=("code",)),
+        orders_map(("sku", VARCHAR), ("v", BIGINT), key=("sku",)),
         (
             "ALTER TABLE orders DROP PRIMARY KEY, DROP id, CHANGE code sku VARCHAR(10), "
             "MODIFY v BIGINT",
@@ -576,7 +556,7 @@ def test_replay_keeps_the_data_of_a_column_renamed_into_a_dropped_name() -> None
 
 
 def test_a_column_recreated_under_its_own_name_is_dropped_and_added_again_on_replay() -> None:
-    new = table_map(("id", INT), ("name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
+    new = orders_map(("id", INT), ("name", VARCHAR), ("qty", INT), ("price", decimal(10, 2)))
     statements = ddl("ALTER TABLE orders DROP qty, ADD qty INT")
     recreate: list[SchemaChange] = [DropColumn("qty"), AddColumn(lake_column(new, 2))]
     assert plan_evolution(lake_schema(BASE), new, statements) == recreate
@@ -585,7 +565,7 @@ def test_a_column_recreated_under_its_own_name_is_dropped_and_added_again_on_rep
 
 
 def test_replayed_ddl_against_the_final_schema_plans_nothing() -> None:
-    new = table_map(
+    new = orders_map(
         ("id", INT), ("name", VARCHAR), ("qty", BIGINT), ("price", decimal(10, 2)), ("note", TEXT)
     )
     statements = ddl("ALTER TABLE orders MODIFY qty BIGINT, ADD COLUMN IF NOT EXISTS note TEXT")

@@ -8,7 +8,10 @@ Iceberg's commit properties live in a Java thread-local). At start (design "Reco
 3. a table whose applied position is beyond the relay log's restart point means the relay log
    lost a tail the applier had applied (WL#4621): the receiver fetches from the relay end
    anyway, and the table skips, by position, what it has. This is logged;
-4. reading starts at the recorded checkpoint (MDEV-181), and each table applies only the
+4. tables owed a snapshot (a new state folder, a crash mid-snapshot, ``binlake snapshot``)
+   are copied first (``binlake.apply.snapshot``); each then holds the position streaming
+   replays it from;
+5. reading starts at the recorded checkpoint (MDEV-181), and each table applies only the
    transactions after its applied position.
 
 Checkpoint counts (MDEV-181) are the applier's: it is the one that reads the relay log, so it
@@ -39,6 +42,7 @@ from binlake.apply.lake import Lake
 from binlake.apply.lake_target import LakeTarget
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
 from binlake.apply.relay_reader import INDEX_NAME, RelayGroup, RelayReader
+from binlake.apply.snapshot_runner import SnapshotRunner
 from binlake.apply.source_hints import SourceHints
 from binlake.config import Config
 from binlake.crashpoints import crash_point
@@ -49,9 +53,12 @@ from binlake.source.restart import SourcePosition
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
 from binlake.storage.index import LogIndex
 from binlake.storage.relay_log import RelayPosition
+from binlake.storage.warehouse_sync import warehouse_sync_for
 
 #: Longest wait for the relay log before the loop looks at the stop flag and the clocks.
 POLL_S = 0.25
+#: Seconds between looks for ``binlake snapshot`` requests while streaming.
+REQUEST_CHECK_S = 1.0
 
 
 @dataclass
@@ -108,6 +115,8 @@ class Applier:
         #: (table, applied position): the relay log was empty at start, so the first source
         #: position it gets must not be past what that table (the furthest behind) holds.
         self._gap_check: tuple[str, SourcePosition] | None = None
+        self._snapshots = SnapshotRunner(config, spark, self.lake, console)
+        self._requests_checked = 0.0
 
     def request_stop(self) -> None:
         """Stop after the batch being committed (an open batch is abandoned, never half
@@ -133,22 +142,32 @@ class Applier:
             if state.error is not None:
                 raise state.error
             return None
+        self._snapshot_first(state)
         applied = self.lake.read_applied()
         self._next_batch = applied.max_batch + 1
         restart = state.restart.position if state.restart is not None else None
         if restart is None and applied.positions:
             self._gap_check = min(applied.positions.items(), key=lambda item: item[1].key())
+            self.console.message(
+                "apply",
+                f"the relay log starts empty; {len(applied.positions)} tables skip by position "
+                "what they already hold (a snapshot, or an earlier state folder)",
+            )
         for table, position in sorted(applied.positions.items()):
-            if restart is None or position.key() > restart.key():
+            if restart is not None and position.key() > restart.key():
                 self.console.message(
                     "apply",
                     f"relay log lost a tail already applied to {table} (at {position}); "
-                    f"refetching from {restart or 'the source binlog start'}; {table} skips "
+                    f"refetching from {restart}; {table} skips "
                     "what it has by position (WL#4621)",
                 )
         record = CheckpointRecord(self.config.state.checkpoint_path)
         start = scan_start(record, self._index().names())
-        self._accounting = accounting = RelayAccounting(CheckpointTracker(record, [start]))
+        # The checkpoint moves only once the lake's files it moves past are fsynced.
+        self._warehouse_sync = warehouse_sync_for(self.target, unsynced_since=record.written_ns())
+        self._accounting = accounting = RelayAccounting(
+            CheckpointTracker(record, [start], before_record=self._warehouse_sync.sync)
+        )
         self._batches = BatchApplier(
             self.lake,
             selected=self.target.selected,
@@ -165,6 +184,32 @@ class Applier:
         self._purge()
         return state
 
+    def _snapshot_first(self, state: RelayState) -> None:
+        """Tables owed a snapshot are copied before streaming applies anything: all of
+        them on a new state folder (the relay log was empty), else those left in the plan by
+        a crash or asked for by ``binlake snapshot`` (binlake.apply.snapshot_runner)."""
+        runner = self._snapshots
+        positions = self.lake.read_applied().positions
+        empty_relay = state.restart is not None and state.restart.position is None
+        if empty_relay or not positions:  # no position at all: a crash may have come before
+            runner.plan_initial(positions)  # the plan was written
+        runner.take_requests()
+        runner.run()
+
+    def _snapshot_requested(self) -> None:
+        """Between batches: tables ``binlake snapshot`` asked for while this runs. The open
+        batch is committed first; the tables' copies then start after what streaming
+        applied, and streaming skips what the copies already hold by position."""
+        now = time.monotonic()
+        if now - self._requests_checked < REQUEST_CHECK_S:
+            return
+        self._requests_checked = now
+        if not self._snapshots.take_requests():
+            return
+        self._apply_all(self._builder.flush())
+        with self._warehouse_sync.committing():
+            self._snapshots.run()
+
     def _loop(self) -> None:
         reader = self._reader
         assert reader is not None
@@ -179,6 +224,7 @@ class Applier:
                     self._check_no_gap(reader.source_position)  # a preamble without transactions
             if self._builder.due(time.monotonic()):
                 self._apply_all(self._builder.flush())
+            self._snapshot_requested()
             self._report(state)
             caught_up = state.durable is None or relay_key(reader.position) >= relay_key(
                 state.durable
@@ -232,7 +278,8 @@ class Applier:
         number = self._next_batch
         self._next_batch += 1
         assert self._batches is not None and self._accounting is not None
-        result = self._batches.apply(batch, number)
+        with self._warehouse_sync.committing():
+            result = self._batches.apply(batch, number)
         self._accounting.on_batch_done(batch, result.held)
         for line in result.messages:
             self.console.message("apply", line)

@@ -9,12 +9,18 @@ properties. A crash anywhere leaves each table either with the whole batch or wi
 restart re-reads the batch and each table skips what it has (crash points
 ``apply_before_commit``, ``apply_between_tables``, ``apply_after_commits``).
 
-DDL: an ALTER that changes columns becomes *pending* on its table (``Lake.prepare`` evolves the
-Iceberg schema at the table's next TABLE_MAP, which is the truth about the new columns); its
-relay-log transaction stays counted in the checkpoint until then (``held``), so that a restart
-reads it again. TRUNCATE, DROP, RENAME and CREATE are ``table_actions``; a TRUNCATE the table
-already has (by position) is not run again, and a RENAME whose target already exists was made
-before a crash: a table of the old name can only be a replay's re-creation, and is dropped.
+DDL: an ALTER of a table with an Iceberg table that does not have it yet (by position) is
+applied at once (``Lake.alter``): the schema evolved from the statement, then one commit at the
+ALTER's position, the backfill of the values the ALTER gave the table's rows (no row event
+carries them) or an empty append; so a table whose last change is an ALTER has that position,
+and a restart after a crash before that commit reads the ALTER again (crash safety: see
+``binlake.apply.lake``). An ALTER whose types the statement alone cannot place becomes
+*pending* on its table (``Lake.prepare`` evolves the schema at the table's next TABLE_MAP, the
+truth about the columns, and backfills then); its relay-log transaction stays counted in the
+checkpoint until then (``held``), so that a restart reads it again. TRUNCATE, DROP, RENAME and
+CREATE are ``table_actions``; a TRUNCATE the table already has (by position) is not run again,
+and a RENAME whose target already exists was made before a crash: a table of the old name can
+only be a replay's re-creation, and is dropped.
 """
 
 from __future__ import annotations
@@ -26,16 +32,9 @@ from dataclasses import dataclass, field
 from binlake.apply.accounting import DdlHolds
 from binlake.apply.changes import ChangeLog, KeyedChanges
 from binlake.apply.commit import BATCH, GTID, POSITION, RELAY
-from binlake.apply.ddl_statements import (
-    AddColumnClause,
-    AlterTable,
-    ChangeColumnClause,
-    DdlStatement,
-    DropColumnClause,
-    ModifyColumnClause,
-    RenameColumnClause,
-    RenameTables,
-)
+from binlake.apply.ddl_defaults import StatementContext
+from binlake.apply.ddl_parse import parse_ddl
+from binlake.apply.ddl_statements import AlterTable, DdlStatement, RenameTables
 from binlake.apply.lake import Lake, LakeTable
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind, is_new_for
 from binlake.apply.spark import spark_errors
@@ -52,20 +51,17 @@ from binlake.apply.table_actions import (
     table_exists,
 )
 from binlake.apply.types import ZeroDateCounts, row_converter
+from binlake.binlog.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
+from binlake.binlog.events import QueryEvent
 from binlake.binlog.rows import decode_rows
 from binlake.config import OnDrop
 from binlake.crashpoints import crash_point
 from binlake.source.restart import SourcePosition
 
-_COLUMN_CLAUSES = (
-    AddColumnClause,
-    DropColumnClause,
-    RenameColumnClause,
-    ChangeColumnClause,
-    ModifyColumnClause,
-)
 Changes = KeyedChanges | ChangeLog
+#: Client charsets whose statement text reads the same as UTF-8.
+_UTF8_READABLE = frozenset({"utf8mb4", "utf8mb3", "ascii"})
 
 
 @dataclass
@@ -170,10 +166,8 @@ class BatchApplier:
         assert statement is not None
         position = unit.position
         result = BatchResult()
-        if isinstance(statement, AlterTable) and any(
-            isinstance(c, _COLUMN_CLAUSES) for c in statement.clauses
-        ):
-            self._pend(statement, statement.table.qualified, position, result)
+        if isinstance(statement, AlterTable):
+            self._alter(statement, unit, properties, result)
         actions = table_actions(
             statement,
             "keep" if self.on_drop is OnDrop.KEEP else "drop",
@@ -186,17 +180,23 @@ class BatchApplier:
             self._action(action, statement, position, properties, result)
         return result
 
-    def _pend(
-        self, statement: DdlStatement, source: str, position: SourcePosition, result: BatchResult
+    def _alter(
+        self, statement: AlterTable, unit: Unit, properties: dict[str, str], result: BatchResult
     ) -> None:
+        """Evolve the table and commit at the ALTER's position (``Lake.alter``), or leave the
+        ALTER pending on it, its transaction held in the checkpoint until the schema has it."""
+        source = statement.table.qualified
         if not self.selected(source):
             return
         table = self.lake.table(source)
+        position = unit.position
         if table.schema is None or not is_new_for(position, table.applied):
             return  # no Iceberg table yet (made from the next TABLE_MAP), or applied already
-        table.pending_ddl.append(statement)
-        table.in_sync = None
-        result.held = source
+        context, statement = _statement_context(unit, statement)
+        if self.lake.alter(table, statement, context, position, properties):
+            result.committed[source] += 0
+        else:
+            result.held = source
 
     def _action(
         self,
@@ -296,3 +296,20 @@ def _dropped(lake: Lake, name: str) -> bool:
     return any(
         row["key"] == DROPPED_AT_PROPERTY and "does not have" not in row["value"] for row in rows
     )
+
+
+def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementContext, AlterTable]:
+    """What the DDL's QUERY event says of the session that ran it, and the statement read in
+    the session's charset (the relay text is read as UTF-8: a latin1 client's DEFAULT 'é' is
+    the byte E9, which only latin1 reads right)."""
+    query = next(e for e in unit.group.group.events if isinstance(e.payload, QueryEvent))
+    payload = query.payload
+    assert isinstance(payload, QueryEvent)
+    context = StatementContext.of_event(query.header.timestamp, payload)
+    if context.charset in _UTF8_READABLE:
+        return context, statement
+    try:
+        reread = parse_ddl(payload.database, decode_text(payload.query, context.charset))
+    except BinlakeError:
+        return context, statement  # its strings cannot be read: refused where they matter
+    return context, reread if isinstance(reread, AlterTable) else statement

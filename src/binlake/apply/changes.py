@@ -182,7 +182,7 @@ class KeyedChanges:
                 value = row[index]
                 out.append(None if value is ABSENT else value)
             masks.append("".join("1" if row[i] is ABSENT else "0" for i in where))
-        arrays = [_array(v, c, self.table) for v, c in zip(values, columns, strict=True)]
+        arrays = [column_array(v, c, self.table) for v, c in zip(values, columns, strict=True)]
         fields = [pa.field(c.name, c.arrow_type()) for c in columns]
         arrays.append(pa.array(ops, pa.string()))
         fields.append(pa.field(OP, pa.string(), nullable=False))
@@ -252,7 +252,7 @@ class ChangeLog:
             else:
                 index = source[name.casefold()]
                 values = [row[index] for _, row, _, _ in self._rows]
-            out.append(_array(values, column, self.table))
+            out.append(column_array(values, column, self.table))
         fields = [pa.field(c.name, c.arrow_type(), nullable=c.nullable) for c in columns]
         return pa.Table.from_arrays(out, schema=pa.schema(fields))
 
@@ -268,7 +268,9 @@ def _lacks(row: Row) -> bool:
     return any(value is ABSENT for value in row)
 
 
-def _array(values: list[Any], column: LakeColumn, table: str) -> pa.Array:
+def column_array(values: list[Any], column: LakeColumn, table: str) -> pa.Array:
+    """``values`` as an Arrow array of ``column``'s type; a value that does not fit is an
+    ``ApplyError`` naming the table and column."""
     try:
         return pa.array(values, column.arrow_type())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:

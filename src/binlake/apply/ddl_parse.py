@@ -11,16 +11,15 @@ retypes a column. Everything else is recognised by its leading keywords and skip
 for the lake, or refused (``UnsupportedDdlError``) when it could change rows or columns without
 row events (``DROP PARTITION``, an ALTER clause binlake does not know).
 
-What the tokenizer understands: case-insensitive keywords; backtick identifiers (doubled
-backticks inside) and, for ``ANSI_QUOTES``, double-quoted identifiers where a name is
-expected; strings in single or double quotes with backslash or doubled-quote escapes and
-``_charset`` / ``N`` / ``X`` / ``B`` prefixes; comments ``/* */``, ``-- `` and ``#``;
-MariaDB's executable comments ``/*!NNNNN ...*/`` and ``/*M!NNNNNN ...*/``, whose contents are
-read as part of the statement (the binlog holds what the source server executed; a version
-newer than the source's would not have run, but binlake reads binlogs of current servers).
+The tokenizer (``binlake.apply.ddl_tokens``) reads the text as MariaDB does: keywords, quoted
+names and strings, comments and executable comments.
 
-Column types in the DDL are kept as text for messages only: the TABLE_MAP that follows the DDL
-is the ground truth for types (``binlake.apply.schema``); the DDL tells renames from drop+add.
+Column types are kept as text: ``binlake.apply.ddl_types`` maps them to the Iceberg columns the
+TABLE_MAP would give, where the text settles it, so that an ALTER is applied when it is read;
+the TABLE_MAP that follows stays the ground truth (``binlake.apply.schema``); the DDL also tells
+renames from drop+add. A column definition keeps what decides the value the rows a table
+already has get when the column is added (``binlake.apply.ddl_defaults``): its DEFAULT exactly
+as written, NOT NULL / NULL, its charset, AUTO_INCREMENT, generated.
 The statement classes live in ``binlake.apply.ddl_statements`` and are re-exported here.
 """
 
@@ -28,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
 from binlake.apply.ddl_statements import (
     AddColumnClause,
@@ -49,6 +48,7 @@ from binlake.apply.ddl_statements import (
     TableName,
     TruncateTable,
 )
+from binlake.apply.ddl_tokens import Token, Tokenizer
 from binlake.errors import UnsupportedDdlError
 
 __all__ = [
@@ -73,120 +73,13 @@ __all__ = [
 ]
 
 
-# ---- tokens -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str  # "word", "ident" (quoted), "string", "number", "punct", "bad" (unterminated)
-    value: str
-    start: int
-    end: int
-
-    def is_word(self, *words: str) -> bool:
-        return self.kind == "word" and self.value.upper() in words
-
-
-_SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]+")
-_NUMBER = re.compile(
-    r"(?:0x[0-9A-Fa-f]+|0b[01]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
-)
-_EXECUTABLE = re.compile(r"/\*M?!\d*")
-#: String prefixes: ``_utf8mb4'x'``, ``N'x'``, ``X'0a'``, ``B'01'``.
-_INTRODUCER = re.compile(r"(?:_[A-Za-z0-9]+|[NnXxBb])(?=')")
-
-
-class _Tokenizer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-        self.in_executable = False
-        self.tokens: list[_Token] = []
-
-    def run(self) -> list[_Token]:
-        while self._skip_blanks():
-            self.tokens.append(self._token())
-        return self.tokens
-
-    def _skip_blanks(self) -> bool:
-        """Skip spaces and comments; False at the end of the text."""
-        text = self.text
-        while self.pos < len(text):
-            match = _SPACE.match(text, self.pos)
-            if match:
-                self.pos = match.end()
-            elif text.startswith("*/", self.pos) and self.in_executable:
-                self.in_executable = False
-                self.pos += 2
-            elif executable := _EXECUTABLE.match(text, self.pos):
-                self.in_executable = True
-                self.pos = executable.end()
-            elif text.startswith("/*", self.pos):
-                end = text.find("*/", self.pos + 2)
-                self.pos = len(text) if end < 0 else end + 2
-            elif text.startswith("#", self.pos) or _line_comment(text, self.pos):
-                end = text.find("\n", self.pos)
-                self.pos = len(text) if end < 0 else end + 1
-            else:
-                return True
-        return False
-
-    def _token(self) -> _Token:
-        text, start = self.text, self.pos
-        char = text[start]
-        introducer = _INTRODUCER.match(text, start)
-        if introducer:
-            return self._quoted(introducer.end(), "'", "string", start)
-        if char in "'\"":
-            return self._quoted(start, char, "string", start)
-        if char == "`":
-            return self._quoted(start, "`", "ident", start)
-        after_name = bool(self.tokens) and self.tokens[-1].kind in ("word", "ident")
-        number = None if char == "." and after_name else _NUMBER.match(text, start)
-        word = _WORD.match(text, start)
-        if number and (word is None or number.end() >= word.end()):
-            return self._emit("number", number.group(), start, number.end())
-        if word:
-            return self._emit("word", word.group(), start, word.end())
-        return self._emit("punct", char, start, start + 1)
-
-    def _quoted(self, quote_at: int, quote: str, kind: str, start: int) -> _Token:
-        text = self.text
-        pos, out = quote_at + 1, []
-        while pos < len(text):
-            char = text[pos]
-            if char == "\\" and quote != "`" and pos + 1 < len(text):
-                out.append(text[pos : pos + 2])
-                pos += 2
-            elif char == quote and text.startswith(quote * 2, pos):
-                out.append(quote)
-                pos += 2
-            elif char == quote:
-                value = "".join(out) if kind == "ident" else text[start : pos + 1]
-                return self._emit(kind, value, start, pos + 1)
-            else:
-                out.append(char)
-                pos += 1
-        return self._emit("bad", f"unterminated {quote} quote at offset {quote_at}", start, pos)
-
-    def _emit(self, kind: str, value: str, start: int, end: int) -> _Token:
-        self.pos = end
-        return _Token(kind, value, start, end)
-
-
-def _line_comment(text: str, pos: int) -> bool:
-    """``--`` starts a comment only when a space, control character or the end follows."""
-    return text.startswith("--", pos) and (pos + 2 == len(text) or text[pos + 2] <= " ")
-
-
 class _ParseError(Exception):
     """The statement is not in the grammar binlake knows; becomes ``UnsupportedDdlError``."""
 
 
 # ---- the parser -------------------------------------------------------------------------------
 
-_END = _Token("end", "", -1, -1)
+_END = Token("end", "", -1, -1)
 
 
 class _Parser:
@@ -195,16 +88,16 @@ class _Parser:
     def __init__(self, text: str, database: str) -> None:
         self.text = text
         self.database = database
-        self.tokens = _Tokenizer(text).run()
+        self.tokens = Tokenizer(text).run()
         self.at = 0
 
     # -- primitives
 
-    def peek(self, ahead: int = 0) -> _Token:
+    def peek(self, ahead: int = 0) -> Token:
         index = self.at + ahead
         return self.tokens[index] if index < len(self.tokens) else _END
 
-    def next(self) -> _Token:
+    def next(self) -> Token:
         token = self.peek()
         if token is _END:
             raise _ParseError("the statement ends too early")
@@ -249,7 +142,7 @@ class _Parser:
             return TableName(first, self.identifier())
         return TableName(self.database, first)
 
-    def source_from(self, token: _Token) -> str:
+    def source_from(self, token: Token) -> str:
         """The statement text from ``token`` to the current position."""
         end = self.tokens[self.at - 1].end if self.at > 0 else token.start
         return " ".join(self.text[token.start : end].split())
@@ -572,40 +465,66 @@ def _column_definition(parser: _Parser) -> ColumnDefinition:
     type_start = parser.peek()
     if type_start.kind != "word":
         raise _ParseError(f"expected a type for column {name} at {type_start.value!r}")
+    serial = parser.accept("SERIAL")  # BIGINT UNSIGNED NOT NULL AUTO_INCREMENT UNIQUE
     while parser.peek().kind == "word" and parser.peek().value.upper() not in _ATTRIBUTE_WORDS:
         parser.next()
         if parser.peek().value == "(" and parser.peek().kind == "punct":
             parser.skip_group()
-    type_text = parser.source_from(type_start)
-    nullable, default, position = True, None, None
+    column = ColumnDefinition(
+        name, parser.source_from(type_start), nullable=not serial, auto_increment=serial
+    )
     while not parser.at_clause_end():
-        token = parser.peek()
-        if parser.accept("NOT", "NULL") or parser.accept("PRIMARY", "KEY"):
-            nullable = False
-        elif parser.accept("DEFAULT"):
-            default = _default_expression(parser)
-        elif parser.accept("FIRST"):
-            position = "FIRST"
-        elif parser.accept("AFTER"):
-            position = f"AFTER {parser.identifier()}"
-        elif token.kind == "punct" and token.value == "(":
-            parser.skip_group()
-        else:
-            parser.next()
-    return ColumnDefinition(name, type_text, nullable, default, position)
+        column = _column_attribute(parser, column)
+    return column
+
+
+def _column_attribute(parser: _Parser, column: ColumnDefinition) -> ColumnDefinition:
+    """``column`` with the next attribute of its definition read (unknown ones skipped)."""
+    token = parser.peek()
+    if parser.accept("NOT", "NULL") or parser.accept("PRIMARY", "KEY"):
+        return replace(column, nullable=False)
+    if parser.accept("NULL"):
+        return replace(column, explicit_null=True)
+    if parser.accept("DEFAULT"):
+        return replace(column, default=_default_expression(parser))
+    if parser.accept("AUTO_INCREMENT") or parser.accept("SERIAL", "DEFAULT", "VALUE"):
+        return replace(column, auto_increment=True)
+    if parser.accept("CHARACTER", "SET") or parser.accept("CHARSET"):
+        return replace(column, charset=parser.identifier().lower())
+    if parser.accept("COLLATE"):
+        collation = parser.identifier().lower()
+        return replace(column, charset=column.charset or collation.split("_", 1)[0])
+    if parser.accept("GENERATED", "ALWAYS", "AS") or parser.accept("AS"):
+        return replace(column, generated=True)
+    if parser.accept("FIRST"):
+        return replace(column, position="FIRST")
+    if parser.accept("AFTER"):
+        return replace(column, position=f"AFTER {parser.identifier()}")
+    if token.kind == "punct" and token.value == "(":
+        parser.skip_group()
+    else:
+        parser.next()
+    return column
 
 
 def _default_expression(parser: _Parser) -> str:
-    """One DEFAULT value: a literal, a signed number, a function call or ``( expr )``."""
+    """One DEFAULT value, as written: a literal (adjacent strings are one), a signed number,
+    a function call or ``( expr )``."""
     start = parser.peek()
     if start.kind == "punct" and start.value in "+-":
         parser.next()
     token = parser.next()
+    following = parser.peek()
     if token.kind == "punct" and token.value == "(":
         parser.at -= 1
         parser.skip_group()
-    elif token.kind == "word" and parser.peek().value == "(" and parser.peek().kind == "punct":
+    elif token.kind == "word" and following.value == "(" and following.kind == "punct":
         parser.skip_group()
-    elif token.is_word("DATE", "TIME", "TIMESTAMP") and parser.peek().kind == "string":
+    elif token.is_word("DATE", "TIME", "TIMESTAMP") and following.kind == "string":
         parser.next()
-    return parser.source_from(start)
+    elif token.kind == "word" and token.value.startswith("_") and following.kind == "string":
+        parser.next()  # a charset introducer before a space: _latin1 'x'
+    if parser.tokens[parser.at - 1].kind == "string":
+        while parser.peek().kind == "string":  # 'a' 'b' is 'ab'
+            parser.next()
+    return parser.text[start.start : parser.tokens[parser.at - 1].end]

@@ -51,10 +51,19 @@ class ColumnDefinition:
     type_text: str
     #: False when the definition says NOT NULL (or PRIMARY KEY).
     nullable: bool = True
-    #: The DEFAULT expression as written (``'x,y'``, ``0``, ``current_timestamp()``), if any.
+    #: The DEFAULT expression exactly as written (``'x,y'``, ``0``, ``current_timestamp()``),
+    #: if any.
     default: str | None = None
     #: ``FIRST``, ``AFTER <column>`` or None (at the end).
     position: str | None = None
+    #: The definition says ``NULL`` (for a TIMESTAMP this differs from saying nothing).
+    explicit_null: bool = False
+    #: ``CHARACTER SET x``, or the character set of ``COLLATE x``, lower case; None if not given.
+    charset: str | None = None
+    #: ``AUTO_INCREMENT`` (or the ``SERIAL`` type): existing rows are numbered.
+    auto_increment: bool = False
+    #: A generated column (``[GENERATED ALWAYS] AS (expr)``): computed for existing rows.
+    generated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from binlake.apply.relay_scan import parse_position
+from binlake.apply.snapshot_progress import progress_of
 from binlake.errors import FileAccessError
 from binlake.source.restart import SourcePosition
 
@@ -36,6 +37,10 @@ METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
 POSITION_KEY = "binlake.position"
 _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
+
+
+#: The consistency bound of snapshots taken while a table's copy was still running.
+NEVER = SourcePosition("~never", 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,22 @@ class LakeTable:
     def binlake_snapshots(self) -> tuple[LakeSnapshot, ...]:
         """Snapshots binlake made (with a position), newest first."""
         return tuple(s for s in self.lineage if s.position is not None)
+
+    def consistent_from(self) -> dict[int, SourcePosition | None]:
+        """Per binlake snapshot id: the first source position its data can equal the source
+        at (None: any position at or after its own). A snapshot copy (``binlake.snapshot``)
+        holds chunks read at different positions: it and the batches after it equal the
+        source only from its newest chunk's position on; while the copy runs, never
+        (``NEVER``)."""
+        out: dict[int, SourcePosition | None] = {}
+        bound: SourcePosition | None = None
+        for snapshot in reversed(self.lineage):
+            progress = progress_of(snapshot.summary)
+            if progress is not None:
+                bound = progress.consistent if progress.done else NEVER
+            if snapshot.position is not None:
+                out[snapshot.snapshot_id] = bound
+        return out
 
     @property
     def latest_binlake(self) -> LakeSnapshot | None:

@@ -5,10 +5,22 @@ its schema (column comments hold the source types, identifier fields the key), a
 position and batch number (the newest binlake snapshot's summary). Nothing is cached across
 runs.
 
+* ``alter``: an ALTER TABLE is applied when its batch (a DDL is a batch alone) is: the schema
+  is evolved from the statement (``schema.plan_from_statement``), then one commit carries the
+  ALTER's position: the backfill of the rows the table had (``binlake.apply.backfill``: the
+  values MariaDB gave them, which no row event carries), or an empty append. So the table's
+  applied position reaches the ALTER even when nothing else happens to it. Crash safety: the
+  schema changes are metadata commits without a position; a crash before the positioned commit
+  (crash points ``apply_during_ddl``, ``apply_before_backfill``) leaves the table's position
+  before the ALTER, so the restart reads it again, plans nothing more (the columns are there)
+  and makes the positioned commit then; after it, the ALTER is skipped by position.
 * ``prepare``: before a batch writes rows of a table, the Iceberg table must have the shape of
   the TABLE_MAP in force: it is created on first sight (``schema.target_schema``: the primary
   key, configured key columns, or a change log), or evolved with ``schema.plan_evolution`` from
-  the DDL seen since the two were last in sync. Schema changes are metadata commits without a
+  the DDL seen since the two were last in sync: an ALTER ``alter`` could not plan from its text
+  (a type it cannot place, or DDL already waiting) is *pending* until then, and its positioned
+  commit (backfill or empty append) follows that evolution, before the batch's MERGE, at the
+  ALTER's own position and batch properties. Schema changes are metadata commits without a
   position: after a crash they are planned again against what is already there.
 * ``commit``: one MERGE INTO (keyed tables) or one append (change logs) carrying the batch's
   ``binlake.*`` properties: the data and the position in one atomic Iceberg commit.
@@ -19,10 +31,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
+from binlake.apply.backfill import (
+    Assignment,
+    PendingAlter,
+    backfill_statement,
+    backfill_values,
+    columns_after,
+    final_names,
+)
 from binlake.apply.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges
 from binlake.apply.commit import (
     BATCH,
@@ -32,14 +53,22 @@ from binlake.apply.commit import (
     latest_binlake_summary,
 )
 from binlake.apply.ddl import create_table_statements, quote
-from binlake.apply.ddl_statements import DdlStatement
+from binlake.apply.ddl_defaults import StatementContext
+from binlake.apply.ddl_statements import AlterTable, ColumnDefinition, DdlStatement
+from binlake.apply.ddl_types import charset_unsure, lake_column_of
 from binlake.apply.frames import dataframe_from_arrow
 from binlake.apply.iceberg_meta import LakeTable as LakeLineage
 from binlake.apply.lake_catalog import spark_lake_tables
 from binlake.apply.lake_target import LakeTarget
-from binlake.apply.plan import shape
+from binlake.apply.plan import is_new_for, shape
 from binlake.apply.relay_scan import parse_position
-from binlake.apply.schema import is_changelog, plan_evolution, target_schema
+from binlake.apply.schema import (
+    SchemaChange,
+    is_changelog,
+    plan_evolution,
+    plan_from_statement,
+    target_schema,
+)
 from binlake.apply.source_hints import HintNames, SourceHints, hints_for_map, hints_from_comments
 from binlake.apply.spark import spark_errors
 from binlake.apply.status import lake_tables
@@ -47,7 +76,7 @@ from binlake.apply.table_actions import read_lake_schema, table_exists
 from binlake.apply.types import LakeColumn, LakeSchema
 from binlake.binlog.tablemap import TableMap
 from binlake.crashpoints import crash_point
-from binlake.errors import SparkStatementError
+from binlake.errors import SparkStatementError, UnsupportedDefaultError
 from binlake.source.restart import SourcePosition
 
 _views = itertools.count(1)
@@ -67,6 +96,8 @@ class LakeTable:
     hint_names: HintNames = field(default_factory=dict)
     #: DDL statements seen since the schema was last in sync with a TABLE_MAP.
     pending_ddl: list[DdlStatement] = field(default_factory=list)
+    #: The pending ALTERs, with what their backfills need once the schema has them.
+    pending_alters: list[PendingAlter] = field(default_factory=list)
     #: The TABLE_MAP shape the schema is known to match.
     in_sync: TableMap | None = None
 
@@ -117,7 +148,8 @@ class Lake:
     # ---- what the lake holds -------------------------------------------------------------
 
     def read_applied(self) -> AppliedState:
-        """Every table's applied position and the highest batch number, from the catalog."""
+        """Every selected table's applied position, and the highest batch number of any table
+        (a table the filters no longer select keeps its numbers), from the catalog."""
         tables = lake_tables(self.target, lambda t: spark_lake_tables(self.spark, t))
         positions: dict[str, SourcePosition] = {}
         max_batch = 0
@@ -126,8 +158,9 @@ class Lake:
             summary = _newest_binlake(lineage)
             if source is None or summary is None:
                 continue
-            positions[source] = parse_position(summary[POSITION])
             max_batch = max(max_batch, int(summary.get(BATCH, "0") or 0))
+            if self.target.selected(source):
+                positions[source] = parse_position(summary[POSITION])
         self._applied = dict(positions)
         return AppliedState(positions, max_batch)
 
@@ -175,6 +208,7 @@ class Lake:
         table = self.table(new)
         if before is not None and before.pending_ddl and table.schema is not None:
             table.pending_ddl = before.pending_ddl  # planned against the same columns
+            table.pending_alters = before.pending_alters
             table.schema = before.schema
 
     # ---- schema ------------------------------------------------------------------------------
@@ -186,30 +220,150 @@ class Lake:
             return table.schema
         self._learn_hints(table, table_map)
         key = self.key_columns.get(table.source)
-        if table.schema is None:
+        before = table.schema
+        if before is None:
             schema = target_schema(table_map, hints=table.hints(table_map), key_columns=key)
             self._create(table, schema)
         else:
             changes = plan_evolution(
-                table.schema,
+                before,
                 table_map,
                 table.pending_ddl,
                 hints=table.hints(table_map),
                 key_columns=key,
             )
-            statements = [s for change in changes for s in change.statements(table.name)]
-            for i, statement in enumerate(statements):
-                if i:
-                    crash_point("apply_during_ddl")
-                self._sql(statement, table.source)
+            self._evolve(table, changes)
+        self._reread(table)
         had_ddl = bool(table.pending_ddl)
-        table.pending_ddl = []
-        table.schema = read_lake_schema(self.spark, table.name, table.source)
-        table.hint_names = {**table.hint_names, **_comment_hints(table.schema)}
+        if before is not None:
+            self._pending_backfills(table, before)
+        table.pending_ddl, table.pending_alters = [], []
         table.in_sync = wanted
         if had_ddl:
             self.on_evolved(table.source)
+        assert table.schema is not None
         return table.schema
+
+    def _evolve(self, table: LakeTable, changes: list[SchemaChange]) -> None:
+        statements = [s for change in changes for s in change.statements(table.name)]
+        for i, statement in enumerate(statements):
+            if i:
+                crash_point("apply_during_ddl")
+            self._sql(statement, table.source)
+
+    def _reread(self, table: LakeTable) -> None:
+        table.schema = read_lake_schema(self.spark, table.name, table.source)
+        table.hint_names = {**table.hint_names, **_comment_hints(table.schema)}
+
+    # ---- ALTER TABLE when it is applied -------------------------------------------------------
+
+    def alter(
+        self,
+        table: LakeTable,
+        statement: AlterTable,
+        context: StatementContext,
+        position: SourcePosition,
+        properties: Mapping[str, str],
+    ) -> bool:
+        """Apply an ALTER of ``table`` (which has an Iceberg table and not yet this ALTER):
+        evolve its schema from the statement, then commit at the ALTER's position: the
+        backfill of the rows it had, or an empty append. False when the evolution must wait for
+        the table's next TABLE_MAP (the statement's types cannot be placed, or earlier DDL
+        waits already): the ALTER is then pending (``prepare``)."""
+        before = table.schema
+        assert before is not None
+        changes = None
+        if not table.pending_ddl:
+            changes = plan_from_statement(before, statement, _column_mapper(context, before))
+        if changes is None:
+            pending = PendingAlter(statement, position, dict(properties), context)
+            table.pending_ddl.append(statement)
+            table.pending_alters.append(pending)
+            table.in_sync = None
+            return False
+        self._evolve(table, changes)
+        self._reread(table)
+        table.in_sync = None  # the next TABLE_MAP is checked against the schema all the same
+        assert table.schema is not None
+        values = self._values_or_empty(
+            table,
+            partial(
+                backfill_values,
+                statement,
+                context,
+                before=before.columns,
+                after=table.schema,
+                clock=self.source_hints,
+            ),
+        )
+        crash_point("apply_before_backfill")
+        self._commit_alter(table, values, properties, position)
+        return True
+
+    def _pending_backfills(self, table: LakeTable, before: LakeSchema) -> None:
+        """After a lazy evolution: each pending ALTER's positioned commit (its backfill, or an
+        empty append), at its own position and batch properties, in order; skipped when the
+        table is past it (a TRUNCATE since emptied the table)."""
+        assert table.schema is not None
+        columns = list(before.columns)
+        alters = table.pending_alters
+        for i, pending in enumerate(alters):
+            later = [p.statement for p in alters[i + 1 :]]
+            values = self._values_or_empty(
+                table,
+                partial(
+                    backfill_values,
+                    pending.statement,
+                    pending.context,
+                    before=columns,
+                    after=table.schema,
+                    clock=self.source_hints,
+                    final_name=final_names(later),
+                ),
+            )
+            columns = columns_after(columns, pending.statement, table.schema)
+            if is_new_for(pending.position, table.applied):
+                crash_point("apply_before_backfill")
+                self._commit_alter(table, values, pending.properties, pending.position)
+
+    def _commit_alter(
+        self,
+        table: LakeTable,
+        values: list[Assignment],
+        properties: Mapping[str, str],
+        position: SourcePosition,
+    ) -> None:
+        """The ALTER's positioned commit: the backfill UPDATE, or an empty append."""
+        if values:
+            statement = backfill_statement(table.name, values)
+            execute_with_commit_properties(self.spark, statement, properties, table.source)
+        else:
+            self._empty_append(table, properties)
+        self._positioned(table, position)
+
+    def _values_or_empty(
+        self, table: LakeTable, values: Callable[[], list[Assignment]]
+    ) -> list[Assignment]:
+        """``values()``; a value binlake cannot reproduce matters only for a table with rows
+        (MariaDB computed nothing for an empty table): there it is no error."""
+        try:
+            return values()
+        except UnsupportedDefaultError:
+            query = f"SELECT 1 FROM {table.name} LIMIT 1"
+            with spark_errors(query, table.source):
+                if self.spark.sql(query).collect():
+                    raise
+            return []
+
+    def _empty_append(self, table: LakeTable, properties: Mapping[str, str]) -> None:
+        """A snapshot without rows carrying ``properties``: the table's position moves."""
+        assert table.schema is not None
+        frame = self.spark.createDataFrame([], table.schema.spark_schema())
+        append_with_commit_properties(frame, table.name, properties)
+
+    def _positioned(self, table: LakeTable, position: SourcePosition) -> None:
+        table.applied = position
+        self._applied[table.source] = position
 
     def _learn_hints(self, table: LakeTable, table_map: TableMap) -> None:
         """Ask the source for UUID/INET columns the lake does not know yet."""
@@ -267,6 +421,26 @@ class Lake:
             execute_with_commit_properties(self.spark, statement, properties, table.source)
         finally:
             self.spark.catalog.dropTempView(view)
+
+
+def _column_mapper(
+    context: StatementContext, table: LakeSchema
+) -> Callable[[ColumnDefinition, int], LakeColumn | None]:
+    """``ddl_types.lake_column_of`` under the session's settings (None where the table's
+    default charset may make a text column binary)."""
+
+    def column_of(definition: ColumnDefinition, index: int) -> LakeColumn | None:
+        column = lake_column_of(
+            definition,
+            index,
+            sql_mode=context.sql_mode,
+            explicit_timestamps=context.explicit_timestamps,
+        )
+        if column is None or charset_unsure(definition, column, table.columns):
+            return None
+        return column
+
+    return column_of
 
 
 def merge_statement(table: str, view: str, schema: LakeSchema, absent_mask: bool) -> str:

@@ -2,7 +2,12 @@
 since the two were last in sync, the ordered Iceberg schema changes (Spark SQL).
 
 The TABLE_MAP is the ground truth for columns, types and the primary key; the DDL text
-(``binlake.apply.ddl_parse``) only tells a rename from a drop and an add. Rules:
+(``binlake.apply.ddl_parse``) only tells a rename from a drop and an add. The applier evolves a
+table when its ALTER is applied, before any TABLE_MAP shows the new shape: ``plan_from_statement``
+makes the same plan from the statement alone, with the Iceberg column each defined column's
+type text maps to (``binlake.apply.ddl_types``, the same mapping as a TABLE_MAP column's), and
+gives None when a type or the key cannot be placed so; the next TABLE_MAP is checked against
+the result all the same (``plan_evolution``, normally an empty plan). Rules:
 
 * a column only in the TABLE_MAP is added, nullable (Iceberg v2 cannot add a required column),
   at the end (Iceberg adds by name; ``AddColumn.column.index`` records the source position);
@@ -42,20 +47,31 @@ names key columns (``target_schema(..., key_columns=...)``). ``read_lake_schema`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from binlake.apply.ddl import quote
 from binlake.apply.ddl_statements import (
     AddColumnClause,
     AlterClause,
     AlterTable,
     ChangeColumnClause,
+    ColumnDefinition,
     DdlStatement,
     DropColumnClause,
+    ModifyColumnClause,
     RenameColumnClause,
     RenameTableClause,
     RenameTables,
+)
+from binlake.apply.schema_changes import (
+    AddColumn,
+    DropColumn,
+    MakeColumnOptional,
+    RenameColumn,
+    SchemaChange,
+    SetIdentifierFields,
+    SetSourceType,
+    WidenColumnType,
 )
 from binlake.apply.types import IcebergType, LakeColumn, LakeSchema, lake_schema
 from binlake.binlog.tablemap import TableMap
@@ -67,115 +83,14 @@ from binlake.errors import (
 
 __all__ = [
     "CHANGELOG_COLUMNS",
-    "AddColumn",
-    "DropColumn",
-    "MakeColumnOptional",
-    "RenameColumn",
-    "SchemaChange",
-    "SetIdentifierFields",
-    "SetSourceType",
-    "WidenColumnType",
+    "SchemaChange",  # the type of what the planners return; its members: schema_changes
     "changelog_schema",
     "is_changelog",
     "keyed_schema",
     "plan_evolution",
-    "sql_string",
+    "plan_from_statement",
     "target_schema",
 ]
-
-
-def sql_string(text: str) -> str:
-    """A Spark SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-# ---- the changes ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SetIdentifierFields:
-    """The primary key changed: Iceberg's identifier fields, by the columns' current names."""
-
-    names: tuple[str, ...]
-
-    def statements(self, table: str) -> list[str]:
-        fields = ", ".join(quote(name) for name in self.names)
-        return [f"ALTER TABLE {table} SET IDENTIFIER FIELDS {fields}"]
-
-
-@dataclass(frozen=True, slots=True)
-class DropColumn:
-    name: str
-
-    def statements(self, table: str) -> list[str]:
-        return [f"ALTER TABLE {table} DROP COLUMN {quote(self.name)}"]
-
-
-@dataclass(frozen=True, slots=True)
-class RenameColumn:
-    old: str
-    new: str
-
-    def statements(self, table: str) -> list[str]:
-        return [f"ALTER TABLE {table} RENAME COLUMN {quote(self.old)} TO {quote(self.new)}"]
-
-
-@dataclass(frozen=True, slots=True)
-class WidenColumnType:
-    """int -> long, float -> double, decimal(p,s) -> decimal(p',s) with p' > p."""
-
-    name: str
-    old_type: str
-    column: LakeColumn
-
-    def statements(self, table: str) -> list[str]:
-        return [f"ALTER TABLE {table} ALTER COLUMN {quote(self.name)} TYPE {self.column.sql_type}"]
-
-
-@dataclass(frozen=True, slots=True)
-class MakeColumnOptional:
-    name: str
-
-    def statements(self, table: str) -> list[str]:
-        return [f"ALTER TABLE {table} ALTER COLUMN {quote(self.name)} DROP NOT NULL"]
-
-
-@dataclass(frozen=True, slots=True)
-class SetSourceType:
-    """The source type changed without changing the Iceberg type: the column comment follows."""
-
-    name: str
-    source_type: str
-
-    def statements(self, table: str) -> list[str]:
-        comment = sql_string(self.source_type)
-        return [f"ALTER TABLE {table} ALTER COLUMN {quote(self.name)} COMMENT {comment}"]
-
-
-@dataclass(frozen=True, slots=True)
-class AddColumn:
-    """A new column, always nullable, appended; ``column.index`` is its source position."""
-
-    column: LakeColumn
-
-    def statements(self, table: str) -> list[str]:
-        column = self.column
-        comment = sql_string(column.source_type)
-        return [
-            f"ALTER TABLE {table} ADD COLUMN {quote(column.name)} {column.sql_type} "
-            f"COMMENT {comment}"
-        ]
-
-
-SchemaChange = (
-    SetIdentifierFields
-    | DropColumn
-    | RenameColumn
-    | WidenColumnType
-    | MakeColumnOptional
-    | SetSourceType
-    | AddColumn
-)
 
 
 # ---- change logs and configured keys ----------------------------------------------------------
@@ -375,7 +290,76 @@ def plan_evolution(
 
     ``hints`` and ``key_columns`` as for ``target_schema``. Empty when nothing changed, also
     when the changes were already made. Raises ``IncompatibleSchemaChangeError``."""
-    plan = _new_plan(current, new_map, ddl, hints, key_columns)
+    changelog = is_changelog(current)
+    keyed_target = target_schema(new_map, hints=hints, key_columns=key_columns)
+    target = changelog_schema(new_map, hints) if changelog else keyed_target
+    replay = _DdlReplay(c.name for c in _data_columns(current))
+    replay.run({current.source_table, new_map.qualified_name}, ddl)
+    plan = _new_plan(current, target, replay, new_map.qualified_name)
+    if changelog and keyed_target.key:
+        raise plan.incompatible(
+            "the table is replicated as a change log (it had no primary key); the source now "
+            f"has the key ({', '.join(keyed_target.key)})"
+        )
+    return _changes(plan, current)
+
+
+def plan_from_statement(
+    current: LakeSchema,
+    statement: AlterTable,
+    column_of: Callable[[ColumnDefinition, int], LakeColumn | None],
+) -> list[SchemaChange] | None:
+    """The changes of one ALTER of the table, planned from its text alone, before any TABLE_MAP
+    shows the new shape: the same plan as ``plan_evolution`` against the TABLE_MAP that follows,
+    as long as ``column_of`` maps every column the statement defines (ADD, CHANGE, MODIFY) to
+    the Iceberg column that TABLE_MAP column would give (``binlake.apply.ddl_types``).
+
+    None when it cannot be planned so (a type ``column_of`` cannot place, a key column
+    dropped): the TABLE_MAP decides then. Replays tolerantly like ``plan_evolution``."""
+    replay = _DdlReplay(c.name for c in _data_columns(current))
+    replay.run({current.source_table}, [statement])
+    defined = _definitions(statement)
+    keys = {_fold(k) for k in current.key}
+    columns: list[LakeColumn] = []
+    for index, (folded, (name, origin)) in enumerate(replay.columns.items()):
+        definition, retyped = defined.get(folded, (None, False))
+        if definition is not None and (origin is None or retyped):
+            column = column_of(definition, index)
+            if column is None:
+                return None
+            if origin is not None and _fold(origin) in keys:
+                column = replace(column, nullable=False)  # a key column is NOT NULL
+        else:
+            assert origin is not None
+            column = replace(current_column(current, origin), name=name, index=index)
+        columns.append(column)
+    origins = {_fold(origin): name for name, origin in replay.columns.values() if origin}
+    if any(_fold(k) not in origins for k in current.key):
+        return None
+    extra = tuple(c for c in current.columns if c.name in _CHANGELOG_NAMES)
+    key = tuple(origins[_fold(k)] for k in current.key)
+    target = LakeSchema(current.source_table, (*columns, *extra), key)
+    return _changes(_new_plan(current, target, replay, current.source_table), current)
+
+
+def _definitions(statement: AlterTable) -> dict[str, tuple[ColumnDefinition, bool]]:
+    """Columns the statement defines, by final name: (definition, whether it may retype an
+    existing column: CHANGE and MODIFY do, ADD does not)."""
+    out: dict[str, tuple[ColumnDefinition, bool]] = {}
+    for clause in statement.clauses:
+        if isinstance(clause, AddColumnClause):
+            out[_fold(clause.column.name)] = (clause.column, False)
+        elif isinstance(clause, ChangeColumnClause | ModifyColumnClause):
+            out[_fold(clause.column.name)] = (clause.column, True)
+    return out
+
+
+def current_column(schema: LakeSchema, name: str) -> LakeColumn:
+    """The column ``name`` of ``schema`` (names compared without case)."""
+    return next(c for c in schema.columns if _fold(c.name) == _fold(name))
+
+
+def _changes(plan: _Plan, current: LakeSchema) -> list[SchemaChange]:
     changes: list[SchemaChange] = []
     changes.extend(_key_change(plan, current))
     used = {_fold(origin) for origin in plan.origins.values() if origin is not None}
@@ -393,30 +377,14 @@ def plan_evolution(
     return [c for c in changes if not isinstance(c, AddColumn)] + adds
 
 
-def _new_plan(
-    current: LakeSchema,
-    new_map: TableMap,
-    ddl: Sequence[DdlStatement],
-    hints: Mapping[int, str] | None,
-    key_columns: Sequence[str] | None,
-) -> _Plan:
-    changelog = is_changelog(current)
-    keyed_target = target_schema(new_map, hints=hints, key_columns=key_columns)
-    target = changelog_schema(new_map, hints) if changelog else keyed_target
-    replay = _DdlReplay(c.name for c in _data_columns(current))
-    replay.run({current.source_table, new_map.qualified_name}, ddl)
+def _new_plan(current: LakeSchema, target: LakeSchema, replay: _DdlReplay, table: str) -> _Plan:
     plan = _Plan(
-        table=new_map.qualified_name,
+        table=table,
         statement="; ".join(replay.texts) or None,
         current={_fold(c.name): c for c in _data_columns(current)},
         target=target,
         origins={},
     )
-    if changelog and keyed_target.key:
-        raise plan.incompatible(
-            "the table is replicated as a change log (it had no primary key); the source now "
-            f"has the key ({', '.join(keyed_target.key)})"
-        )
     plan.origins = _origins(plan, replay.columns)
     return plan
 

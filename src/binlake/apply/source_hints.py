@@ -7,16 +7,24 @@ creates the Iceberg table or evolves it (columns matched by name; a hint is used
 the TABLE_MAP column has the type's exact shape). Afterwards the Iceberg column comment holds
 the source type (``UUID``), so hints are read back from the lake, not asked again: the source's
 current schema is never used to decode rows, only to name these three types.
+
+The same connection converts times for ``binlake.apply.ddl_temporal`` (``SourceClock``): the
+statement time of an ALTER whose session time zone was ``SYSTEM`` or a named zone, as the local
+time the source stored for the rows it had (``FROM_UNIXTIME`` under that ``time_zone``), with
+the source's own time zone rules.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import pymysql
 
+from binlake.apply.ddl_temporal import TemporalError
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.mariadb_types import HINT_LENGTHS, HINTS
 from binlake.binlog.tablemap import TableMap
@@ -74,7 +82,35 @@ class SourceHints:
             if str(kind).lower() in HINTS
         }
 
-    def _query(self, query: str, args: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    # ---- the source's time zones (``binlake.apply.ddl_temporal.SourceClock``) ----------------
+
+    def local_time(self, zone: str, seconds: int, microseconds: int) -> dt.datetime:
+        """The local time in ``zone`` (``SYSTEM`` or a named zone) of a UTC instant, as the
+        source server converts it."""
+        instant = f"{seconds}.{microseconds:06d}"
+        rows = self._zoned(zone, "SELECT FROM_UNIXTIME(CAST(%s AS DECIMAL(20,6)))", instant)
+        value = rows[0][0] if rows else None
+        if not isinstance(value, dt.datetime):
+            raise TemporalError(f"the source has no local time for {instant} in {zone}")
+        return value
+
+    def utc_instant(self, zone: str, local: dt.datetime) -> tuple[int, int]:
+        """(seconds, microseconds) of a local time of ``zone``, as the source converts it."""
+        text = local.isoformat(sep=" ", timespec="microseconds")
+        rows = self._zoned(zone, "SELECT UNIX_TIMESTAMP(CAST(%s AS DATETIME(6)))", text)
+        value = rows[0][0] if rows else None
+        if value is None or Decimal(value) <= 0:
+            raise TemporalError(f"{text} in {zone} is not a time the source can store")
+        seconds, fraction = divmod(Decimal(value), 1)
+        return int(seconds), int(fraction * 1_000_000)
+
+    def _zoned(self, zone: str, query: str, value: str) -> list[tuple[Any, ...]]:
+        self._query("SET time_zone = %s", (zone,), during="setting a time zone")
+        return self._query(query, (value,), during="converting a time")
+
+    def _query(
+        self, query: str, args: tuple[str, ...], during: str = "reading column types"
+    ) -> list[tuple[Any, ...]]:
         try:
             if self._conn is None:
                 self._conn = pymysql.connect(**_connect_args(self.settings))
@@ -83,7 +119,7 @@ class SourceHints:
                 return list(cursor.fetchall())
         except (pymysql.err.MySQLError, OSError) as exc:
             self.close()
-            raise map_pymysql_error(exc, self.settings, during="reading column types") from exc
+            raise map_pymysql_error(exc, self.settings, during=during) from exc
 
     def close(self) -> None:
         conn, self._conn = self._conn, None

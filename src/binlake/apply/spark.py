@@ -21,6 +21,7 @@ Py4J callback server ``binlake.apply.commit`` started for it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from binlake.apply.runtime import ensure_iceberg_jars, find_java
-from binlake.errors import BinlakeError, SparkSetupError, SparkStatementError
+from binlake.errors import BinlakeError, DiskFullError, SparkSetupError, SparkStatementError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
@@ -44,6 +45,17 @@ PROBE_CLASSES = (
 )
 _SHADED_JACKSON_MARK = "org/apache/iceberg/shaded/com/fasterxml/jackson"
 _STATEMENT_CHARS = 300
+#: What a Java error chain says when a write found its disk (or quota) full: ENOSPC, EDQUOT, and
+#: HDFS's space quota. Hadoop wraps the first in FSError, Spark in SparkException, Iceberg in
+#: RuntimeIOException or CommitFailedException: the text is matched anywhere in the chain.
+DISK_FULL_MARKS = ("No space left on device", "Disk quota exceeded", "DSQuotaExceededException")
+DISK_FULL_HINT = (
+    "free space on the warehouse's disk (or on Spark's spark.local.dir), then run the command "
+    "again: nothing is lost, a table's position moves only with its Iceberg commit"
+)
+_WAREHOUSE_KEY = re.compile(r"spark\.sql\.catalog\.[^.]+\.warehouse")
+#: Longest Java cause chain walked (a guard against cycles the JVM should not have).
+_MAX_CAUSES = 16
 
 
 @dataclass(frozen=True)
@@ -224,14 +236,70 @@ def stop_session(spark: SparkSession) -> None:
 def spark_error(
     error: Exception, statement: str | None = None, table: str | None = None
 ) -> BinlakeError:
-    """The typed error for an exception from Spark, with setup problems recognised."""
+    """The typed error for an exception from Spark, with setup problems and a full disk
+    recognised (the Java cause chain is read when the Python text does not tell)."""
     text = str(error)
+    if disk_full_reason(text) is None:
+        text = f"{text}\n{_java_causes(error)}"
+    warehouse = None if disk_full_reason(text) is None else _session_warehouse()
+    return classify_spark_failure(text, statement, table, warehouse)
+
+
+def classify_spark_failure(
+    text: str, statement: str | None = None, table: str | None = None, warehouse: str | None = None
+) -> BinlakeError:
+    """The typed error for the text of a Spark/Java failure (its cause chain included); pure.
+    ``warehouse`` is the catalog's warehouse, named by a ``DiskFullError``."""
     if _SHADED_JACKSON_MARK in text or _SHADED_JACKSON_MARK.replace("/", ".") in text:
         return _missing_class_error(_SHADED_JACKSON_MARK.replace("/", "."), "iceberg-jackson")
     if "org.apache.iceberg.spark.SparkCatalog" in text and "ClassNotFound" in text:
         return _missing_class_error("org.apache.iceberg.spark.SparkCatalog", "iceberg-runtime")
+    reason = disk_full_reason(text)
+    if reason is not None:
+        return DiskFullError(
+            f"disk full while Spark was writing: {reason}",
+            file=warehouse,
+            table=table,
+            hint=DISK_FULL_HINT,
+        )
     shown = None if statement is None else " ".join(statement.split())[:_STATEMENT_CHARS]
     return SparkStatementError(_first_line(text), table=table, statement=shown)
+
+
+def disk_full_reason(text: str) -> str | None:
+    """Which disk-full mark ``text`` holds (the first in ``DISK_FULL_MARKS``), or None."""
+    return next((mark for mark in DISK_FULL_MARKS if mark in text), None)
+
+
+def configured_warehouse(conf: Mapping[str, str]) -> str | None:
+    """The catalog warehouse a Spark configuration names, if it names exactly one."""
+    found = {value for key, value in conf.items() if _WAREHOUSE_KEY.fullmatch(key)}
+    return found.pop() if len(found) == 1 else None
+
+
+def _session_warehouse() -> str | None:
+    """The warehouse of the running session's catalog, when known."""
+    context = SparkContext._active_spark_context
+    if context is None:
+        return None
+    try:
+        return configured_warehouse(dict(context.getConf().getAll()))
+    except Exception:  # the JVM may already be gone; the error is still typed without it
+        return None
+
+
+def _java_causes(error: Exception) -> str:
+    """``toString()`` of each Java throwable in the cause chain of a Py4J or pyspark error, one
+    a line ("" for a Python error, or when the JVM cannot be asked)."""
+    throwable = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    lines: list[str] = []
+    try:
+        while throwable is not None and len(lines) < _MAX_CAUSES:
+            lines.append(str(throwable.toString()))
+            throwable = throwable.getCause()
+    except Exception:  # a dead gateway: what was read so far still counts
+        pass
+    return "\n".join(lines)
 
 
 def _first_line(text: str) -> str:

@@ -45,7 +45,7 @@ from binlake.apply.ddl_statements import (
     TableName,
     TruncateTable,
 )
-from binlake.apply.schema import sql_string
+from binlake.apply.schema_changes import sql_string
 from binlake.apply.types import IcebergType, LakeColumn, LakeSchema
 from binlake.errors import SparkStatementError
 
@@ -312,6 +312,18 @@ def catalog_can_rename(spark: SparkSession, table: str) -> bool:
 
 def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
+
+
+def table_exists_now(spark: SparkSession, table: str) -> bool:
+    """``table_exists`` past the catalog's cache: another process (``binlake snapshot``, or a
+    run before a crash) may have dropped or replaced the table since this session loaded it."""
+    from binlake.apply.spark import spark_errors
+
+    if not table_exists(spark, table):
+        return False
+    with spark_errors(f"REFRESH TABLE {table}", table=table):
+        spark.sql(f"REFRESH TABLE {table}")
+    return table_exists(spark, table)
 
 
 def _iceberg_table(spark: SparkSession, table: str) -> object:

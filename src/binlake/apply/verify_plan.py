@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from binlake.apply.iceberg_meta import LakeSnapshot, LakeTable
+from binlake.apply.iceberg_meta import NEVER, LakeSnapshot, LakeTable
 from binlake.apply.relay_scan import at_or_before, before
 from binlake.source.restart import SourcePosition
 
@@ -84,10 +84,20 @@ def scan_start(table: LakeTable, target: SourcePosition) -> SourcePosition | Non
 
 
 def _newest_at_or_before(table: LakeTable, target: SourcePosition) -> LakeSnapshot | None:
+    """The newest binlake snapshot at or before ``target`` whose data can equal the source
+    there (a snapshot copy's chunks are consistent only from their newest position on)."""
+    bounds = table.consistent_from()
     for snapshot in table.binlake_snapshots:
-        if at_or_before(snapshot.position, target):
+        bound = bounds.get(snapshot.snapshot_id)
+        usable = bound is None or (bound is not NEVER and at_or_before(bound, target))
+        if usable and at_or_before(snapshot.position, target):
             return snapshot
     return None
+
+
+def _copy_running(table: LakeTable) -> bool:
+    newest = table.binlake_snapshots[0]
+    return table.consistent_from().get(newest.snapshot_id) is NEVER
 
 
 def decide(
@@ -104,8 +114,10 @@ def decide(
         return _never_applied(table, source_table, target, relay)
     newest = snapshots[0]
     chosen = _newest_at_or_before(table, target)
+    if chosen is None and _copy_running(table):
+        return Wait("its snapshot copy is still running")
     if chosen is None:
-        return Retry(f"its oldest binlake snapshot is after {target}")
+        return Retry(f"no binlake snapshot holds it consistently at or before {target}")
     q = chosen.position
     assert q is not None
     if q == target:

@@ -91,6 +91,20 @@ class SnapshotSession:
             )
         return SourcePosition(str(file), int(position))
 
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """``sql``'s rows (a failure is the mapped ``SourceError``, with the server's code)."""
+        return self._query(sql, args)
+
+    def stream(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """``sql``'s rows, fetched in batches from an unbuffered cursor."""
+        try:
+            with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+                cursor.execute(sql, args)
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    yield from batch
+        except pymysql.err.MySQLError as exc:
+            raise map_pymysql_error(exc, self.settings, during=" ".join(sql.split()[:3])) from exc
+
     def end(self) -> None:
         """Close the snapshot (ROLLBACK: it only read)."""
         self._query("ROLLBACK")

@@ -17,6 +17,7 @@ from binlake.cli import (
     binlog_cmd,
     receive_cmd,
     replicate_cmd,
+    snapshot_cmd,
     source_cmd,
     status_cmd,
     verify_cmd,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     source_cmd.register(commands)
     receive_cmd.register(commands)
     replicate_cmd.register(commands)
+    snapshot_cmd.register(commands)
     status_cmd.register(commands)
     verify_cmd.register(commands)
     return parser

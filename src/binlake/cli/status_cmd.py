@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,10 @@ from binlake.config import load_config
 
 if TYPE_CHECKING:
     from binlake.apply.iceberg_meta import LakeTable
+
+#: `status` exit code when it printed its report but some state it reads is damaged
+#: (EX_DATAERR, as for a damaged log file).
+EXIT_UNREADABLE_STATE = 65
 
 
 def register(commands: Any) -> None:
@@ -43,7 +48,28 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(status_json(report), indent=2, sort_keys=False))
     else:
         print(render_status(report))
-    return 0
+    problems = state_problems(report)
+    if not problems:
+        return 0
+    print(f"error: {problems[0]}", file=sys.stderr)
+    print(
+        "hint: the report above is complete but a state file or table could not be read; "
+        "`binlake replicate` refuses it with the file's own error and hint",
+        file=sys.stderr,
+    )
+    return EXIT_UNREADABLE_STATE
+
+
+def state_problems(report: StatusReport) -> list[str]:
+    """What `status` could not read in binlake's own state (an unreachable source is not one:
+    it is reported, and the exit stays 0)."""
+    problems = []
+    if report.relay.checkpoint_error is not None:
+        problems.append(f"checkpoint unreadable: {report.relay.checkpoint_error}")
+    for table in report.tables:
+        if table.problem is not None:
+            problems.append(f"{table.lake_table}: applied position unknown: {table.problem}")
+    return problems
 
 
 def _spark_tables(target: LakeTarget) -> list[LakeTable]:

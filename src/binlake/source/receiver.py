@@ -139,6 +139,9 @@ class Receiver:
             raise_os_error(exc, state_dir, "creating the state folder")
         lock = StateLock.acquire(state_dir) if self.take_lock else contextlib.nullcontext()
         with lock:
+            # A damaged source.state is refused now, before recovery publishes the relay log:
+            # an applier in the same process (replicate) would otherwise start and purge.
+            self._state_file.read()
             restart = self._recover(initial=True)
             connection: SourceConnection | None = self._first_connection()
             final: RestartPoint | None = None

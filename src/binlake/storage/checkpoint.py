@@ -21,6 +21,11 @@ it never moves back, so a record that lags (a crash between computing and record
 write) only makes recovery scan more, never less. Purge works from the *recorded* checkpoint,
 so it never removes a file a recovery would need.
 
+What "durable in every table" needs from the lake: an optional ``before_record`` callback runs
+just before each record is written; the applier passes the embedded warehouse's fsync
+(``binlake.storage.warehouse_sync``), so the Iceberg files of the commits the new checkpoint
+moves past are on disk before the record (and purge) moves past their relay files.
+
 Record: a small text file replaced atomically (``atomic_replace``: temp file, fsync, rename,
 folder fsync), one line ``binlake-checkpoint 1 <relay file name> <crc32 as 8 hex digits>``.
 It is not kept in the shadow-page state file because the checkpoint is a single fact with a
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from binlake.crashpoints import crash_point
@@ -104,6 +109,19 @@ class CheckpointRecord:
         except CheckpointRecordError as error:
             raise error.with_location(file=str(self.path)) from None
 
+    def written_ns(self) -> int | None:
+        """When the record was last written (its mtime, ns), None when nothing was recorded."""
+        try:
+            return self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointRecordError(
+                f"cannot read the checkpoint record: {exc.strerror}",
+                file=str(self.path),
+                hint="check the state folder's permissions",
+            ) from exc
+
     def write(self, file: str) -> None:
         """Record ``file`` as the checkpoint: old or new record after any crash, never a mix."""
         data = encode_record(file)
@@ -135,7 +153,9 @@ class CheckpointTracker:
 
     ``files`` are the relay files in index order (names as the index lists them); ``pending``
     the counts rebuilt by recovery (files not named have zero). Construction records the
-    checkpoint at once if the counts show it has moved past the record.
+    checkpoint at once if the counts show it has moved past the record. ``before_record`` runs
+    just before each new record is written (the warehouse fsync); if it raises, nothing is
+    recorded and the error propagates (the record lags: recovery scans more, never less).
     """
 
     def __init__(
@@ -143,10 +163,13 @@ class CheckpointTracker:
         record: CheckpointRecord,
         files: Sequence[str],
         pending: Mapping[str, int] | None = None,
+        *,
+        before_record: Callable[[], None] | None = None,
     ) -> None:
         if len(set(files)) != len(files):
             raise CheckpointError("the relay index lists a file twice", file=str(record.path))
         self._record = record
+        self._before_record = before_record
         self._recorded = scan_start(record, files)
         self._files = [_check_name(file) for file in files]
         self._pending = dict.fromkeys(self._files, 0)
@@ -232,6 +255,8 @@ class CheckpointTracker:
         """Record the checkpoint when it has moved forward past the record (only then)."""
         new = self.checkpoint
         if self._files.index(new) > self._files.index(self._recorded):
+            if self._before_record is not None:
+                self._before_record()
             self._record.write(new)
             self._recorded = new
 

@@ -1,0 +1,35 @@
+"""What the bench scripts share (not a bench: ``make bench`` runs ``bench/[!_]*.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from binlake.sandbox import MariaDBSandbox
+
+
+def write_config(
+    folder: Path, sandbox: MariaDBSandbox, *, receiver: str = "", tables: str = ""
+) -> Path:
+    """``folder/binlake.toml``: ``sandbox`` as the source, the state folder and the warehouse in
+    ``folder``, the tables of database ``bench``. ``receiver`` and ``tables`` are more lines of
+    those sections."""
+    path = folder / "binlake.toml"
+    path.write_text(
+        "[source]\n"
+        'host = "127.0.0.1"\n'
+        f"port = {sandbox.port}\n"
+        'user = "root"\n'
+        "server_id = 4243\n"
+        "heartbeat_period_s = 0.5\n"
+        "[state]\n"
+        f'dir = "{folder / "state"}"\n'
+        "[receiver]\n"
+        "progress_interval_s = 5\n"
+        f"{receiver}"
+        "[target]\n"
+        f'warehouse = "{folder / "warehouse"}"\n'
+        "[tables]\n"
+        'include = ["bench.*"]\n'
+        f"{tables}"
+    )
+    return path

@@ -1,0 +1,68 @@
+"""``binlake snapshot --tables``: copy tables again, with or without a replicator running.
+
+* A ``binlake replicate`` holds the state folder's lock: the tables are handed to it as a
+  request file (``storage.snapshot_plan.write_request``); it copies them between two batches
+  while streaming goes on for the others, and this command returns at once.
+* Nothing holds the lock: this command takes it, plans the tables, copies them with its own
+  Spark session and returns; the next ``binlake replicate`` streams them from the positions
+  their copies hold.
+
+Either way the plan makes it crash-safe: a table stays planned until its last chunk is
+committed, and any later start finishes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from binlake.apply.console import Console
+from binlake.apply.lake import Lake
+from binlake.apply.lake_target import lake_target
+from binlake.apply.replicate import spark_settings
+from binlake.apply.snapshot import TableCopy
+from binlake.apply.snapshot_runner import SnapshotRunner, check_tables
+from binlake.apply.source_hints import SourceHints
+from binlake.apply.spark import build_session, stop_session
+from binlake.apply.verify_source import SnapshotSession
+from binlake.config import Config
+from binlake.errors import StateLockedError
+from binlake.storage.durable import raise_os_error
+from binlake.storage.lock import StateLock
+from binlake.storage.snapshot_plan import write_request
+
+
+@dataclass
+class SnapshotOutcome:
+    #: The request file handed to a running replicator (None: copied here).
+    requested: Path | None = None
+    holder: str | None = None
+    copies: list[TableCopy] = field(default_factory=list)
+
+
+def snapshot_tables(config: Config, tables: Sequence[str], console: Console) -> SnapshotOutcome:
+    target = lake_target(config)
+    with SnapshotSession(config.source.connection_settings()) as session:
+        check_tables(tables, session.base_tables(), target.selected)
+    state_dir = config.state.dir
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise_os_error(exc, state_dir, "creating the state folder")
+    try:
+        lock = StateLock.acquire(state_dir)
+    except StateLockedError as error:
+        path = write_request(config.state.snapshot_requests_dir, tables)
+        return SnapshotOutcome(requested=path, holder=str(error))
+    with lock:
+        spark = build_session(spark_settings(config, target))
+        hints = SourceHints(config.source.connection_settings())
+        try:
+            lake = Lake(spark, target, key_columns=config.tables.key_columns, hints=hints)
+            runner = SnapshotRunner(config, spark, lake, console)
+            runner.plan.add(tables, "requested")
+            return SnapshotOutcome(copies=runner.run())
+        finally:
+            hints.close()
+            stop_session(spark)

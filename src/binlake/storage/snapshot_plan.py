@@ -1,0 +1,150 @@
+"""``snapshot.plan``: the tables whose existing rows must be copied into the lake.
+
+The plan is the only durable record that a snapshot is owed: which tables, and under which
+snapshot id. What a table's snapshot has copied so far is not kept here but in the table's own
+Iceberg commits (the ``binlake.snapshot`` summary property, ``binlake.apply.snapshot``), so
+after a crash the plan says what to do and the lake says how far it got.
+
+Format: UTF-8 JSON, ``{"version": 1, "tables": {"db.t": {"id": "...", "reason": "..."}}}``,
+written with ``atomic_replace`` (temp file, fsync, rename, fsync the folder). A table leaves the
+plan only after its last chunk is committed; a crash in between copies nothing again (the lake
+says the snapshot with that id is done).
+
+Requests from ``binlake snapshot`` while a replicator holds the state folder's lock are files
+in ``snapshot-requests/`` (one per request, also written with ``atomic_replace``): the running
+applier moves them into the plan (plan first, then the request file is removed), so a crash in
+between only repeats the move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlake.crashpoints import crash_point
+from binlake.errors import SnapshotPlanError
+from binlake.storage.durable import atomic_replace, fsync_dir, raise_os_error
+
+VERSION = 1
+REQUEST_SUFFIX = ".request"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    table: str
+    #: Names one snapshot of the table; its chunks carry it in their commits.
+    id: str
+    #: "initial" (new state folder) or "requested" (``binlake snapshot``).
+    reason: str
+
+
+def new_snapshot_id() -> str:
+    """A unique id that sorts by creation time (requests are taken in that order)."""
+    now = time.time_ns()
+    seconds, nanos = divmod(now, 1_000_000_000)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seconds))
+    return f"{stamp}.{nanos:09d}-{secrets.token_hex(4)}"
+
+
+class SnapshotPlan:
+    """The plan file at ``path`` (see the module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, PlanEntry]:
+        try:
+            text = self.path.read_text("utf-8")
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SnapshotPlanError(
+                f"cannot read the snapshot plan: {exc}", file=str(self.path)
+            ) from None
+        return _parse(text, self.path)
+
+    def add(self, tables: Iterable[str], reason: str) -> dict[str, PlanEntry]:
+        """Record ``tables`` (a new snapshot id each, replacing any entry they had)."""
+        entries = self.read()
+        for table in tables:
+            entries[table] = PlanEntry(table, new_snapshot_id(), reason)
+        self._write(entries)
+        crash_point("snapshot_after_plan")
+        return entries
+
+    def done(self, entry: PlanEntry) -> None:
+        """``entry``'s snapshot is in the lake: drop it (unless a newer request replaced it)."""
+        entries = self.read()
+        if entries.get(entry.table) == entry:
+            del entries[entry.table]
+            self._write(entries)
+
+    def _write(self, entries: dict[str, PlanEntry]) -> None:
+        data = {
+            "version": VERSION,
+            "tables": {t: {"id": e.id, "reason": e.reason} for t, e in sorted(entries.items())},
+        }
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        atomic_replace(self.path, text.encode("utf-8"), "snapshot plan")
+
+
+def _parse(text: str, path: Path) -> dict[str, PlanEntry]:
+    try:
+        data = json.loads(text)
+        if data.get("version") != VERSION:
+            raise ValueError(f"version {data.get('version')!r}")
+        return {
+            str(table): PlanEntry(str(table), str(value["id"]), str(value["reason"]))
+            for table, value in data["tables"].items()
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise SnapshotPlanError(f"the snapshot plan is not valid: {exc}", file=str(path)) from None
+
+
+# ---- requests from another process -----------------------------------------------------------
+
+
+def write_request(folder: Path, tables: Iterable[str]) -> Path:
+    """A request for a running replicator to snapshot ``tables`` again."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise_os_error(exc, folder, "creating the snapshot request folder")
+    path = folder / f"{new_snapshot_id()}{REQUEST_SUFFIX}"
+    text = json.dumps({"version": VERSION, "tables": sorted(set(tables))}) + "\n"
+    atomic_replace(path, text.encode("utf-8"), "snapshot request")
+    return path
+
+
+def take_requests(folder: Path, plan: SnapshotPlan) -> list[str]:
+    """Move the pending requests into ``plan``; the tables they named."""
+    try:
+        paths = sorted(folder.glob(f"*{REQUEST_SUFFIX}"))
+    except OSError as exc:
+        raise_os_error(exc, folder, "listing snapshot requests")
+    tables: list[str] = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text("utf-8"))
+            tables.extend(str(t) for t in data["tables"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SnapshotPlanError(
+                f"snapshot request {path.name} is not valid: {exc}", file=str(path)
+            ) from None
+    if not paths:
+        return []
+    plan.add(dict.fromkeys(tables), "requested")
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise_os_error(exc, path, "removing a snapshot request")
+    fsync_dir(folder, "snapshot requests")
+    return tables

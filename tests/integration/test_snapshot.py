@@ -1,0 +1,188 @@
+"""The initial snapshot and re-snapshots, end to end: real MariaDB, real Spark, real Iceberg.
+
+Every test ends with `binlake verify` (source and lake compared at one source position) and the
+exactly-once check of each table's history (chunk commits of a copy never repeat; batches after
+it are strictly after its position).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from binlake.apply.commit import current_lineage
+from binlake.apply.lake_target import lake_target
+from binlake.apply.snapshot_progress import progress_of
+from binlake.config import load_config
+from binlake.sandbox import MariaDBSandbox
+from binlake.storage.snapshot_plan import SnapshotPlan
+from replicate_testing import (
+    assert_history_is_exactly_once,
+    assert_verify_passes,
+    config_for,
+    module_source,
+    replicate_command,
+    replicate_env,
+    replicate_in_process,
+    run_binlake,
+)
+
+BIG_ROWS = 200_000
+CHUNK_ROWS = 40_000
+
+
+source = module_source("snapshot-source")
+
+
+def snapshot_config(tmp_path: Path, source: MariaDBSandbox, spark: object, database: str) -> Path:
+    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {CHUNK_ROWS}\n")
+
+
+def load_tables(source: MariaDBSandbox, database: str) -> None:
+    """A keyed table of BIG_ROWS rows, one with a two-column key, one without a key, one
+    empty; loaded before binlake starts, so only a snapshot can bring their rows."""
+    source.execute(f"CREATE DATABASE {database}")
+    statements = [
+        "CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(40), n DECIMAL(12,2), "
+        "at DATETIME(6), u BIGINT UNSIGNED)",
+        f"INSERT INTO big SELECT seq, CONCAT('v', seq), seq / 7, "
+        f"'2024-01-01' + INTERVAL seq SECOND, seq * 1000003 FROM seq_1_to_{BIG_ROWS}",
+        "CREATE TABLE pair (a INT, b VARCHAR(12), w DOUBLE, PRIMARY KEY (a, b))",
+        "INSERT INTO pair SELECT seq DIV 100, CONCAT('k', seq MOD 100), seq / 3 "
+        "FROM seq_1_to_90000",
+        "CREATE TABLE nokey (a INT, b VARCHAR(10))",
+        "INSERT INTO nokey SELECT seq MOD 10, 'same' FROM seq_1_to_3000",
+        "CREATE TABLE empty (id INT PRIMARY KEY, t TEXT)",
+    ]
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+class Writer(threading.Thread):
+    """Random inserts, updates (some moving the key) and deletes until stopped."""
+
+    def __init__(self, source: MariaDBSandbox, database: str) -> None:
+        super().__init__(daemon=True)
+        self.source, self.database = source, database
+        self.stop = threading.Event()
+        self.transactions = 0
+
+    def run(self) -> None:
+        rng = random.Random(7)
+        with self.source.connect(self.database) as conn, conn.cursor() as cursor:
+            while not self.stop.is_set():
+                key = rng.randrange(1, BIG_ROWS * 2)
+                statements = [
+                    f"INSERT INTO big VALUES ({BIG_ROWS + key}, 'new', 1.5, NOW(6), 7) "
+                    "ON DUPLICATE KEY UPDATE v = 'again'",
+                    f"UPDATE big SET v = CONCAT(v, '+'), n = n + 1 WHERE id = {key}",
+                    f"DELETE FROM big WHERE id = {rng.randrange(1, BIG_ROWS)}",
+                    f"UPDATE big SET id = {BIG_ROWS * 3 + key} WHERE id = {key // 2 + 1}",
+                    f"UPDATE pair SET w = w + 1 WHERE a = {key % 900}",
+                    f"INSERT INTO nokey VALUES ({key % 10}, 'w')",
+                ]
+                cursor.execute(rng.choice(statements))
+                conn.commit()
+                self.transactions += 1
+
+
+def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    database = "snap_live"
+    load_tables(source, database)
+    config = snapshot_config(tmp_path, source, spark, database)
+    writer = Writer(source, database)
+    writer.start()
+    try:
+        first = replicate_in_process(config, spark)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.transactions > 0
+    replicate_in_process(config, spark)  # streams what the writer did after the first run
+    checked = assert_verify_passes(config, spark)
+    assert sorted(checked) == [f"{database}.{t}" for t in ("big", "empty", "nokey", "pair")]
+    assert_history_is_exactly_once(config, spark)
+    assert SnapshotPlan(load_config(config).state.snapshot_plan_path).read() == {}
+    chunks = chunk_commits(config, spark, f"{database}.big")
+    assert len(chunks) >= BIG_ROWS // CHUNK_ROWS
+    assert "snapshot: snap_live.big:" in first.output  # progress lines per chunk
+
+
+def chunk_commits(config_path: Path, spark: object, table: str) -> list[dict[str, str]]:
+    config = load_config(config_path)
+    name = lake_target(config).lake_table(table)
+    lineage = current_lineage(spark, name)  # type: ignore[arg-type]
+    return [s.summary for s in reversed(lineage) if progress_of(s.summary) is not None]
+
+
+def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """`binlake snapshot` hands the tables to the running replicator, which copies them again
+    (here: repairing rows deleted in the lake behind its back) while it keeps streaming."""
+    database = "snap_online"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)")
+    source.execute(f"INSERT INTO {database}.t SELECT seq, seq FROM {database}.seq_1_to_5000")
+    config_path = snapshot_config(tmp_path, source, spark, database)
+    config = load_config(config_path)
+    log_path = tmp_path / "replicate.log"  # a file, not a pipe nobody drains while we wait
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            replicate_command(config_path), stdout=log, stderr=subprocess.STDOUT,
+            text=True, env=replicate_env(),
+        )  # fmt: skip
+    try:
+        plan = SnapshotPlan(config.state.snapshot_plan_path)
+
+        def first_copy_done() -> bool:
+            return chunk_count(config_path, spark, f"{database}.t") > 0 and not plan.read()
+
+        wait_for(first_copy_done, log_path)
+        name = lake_target(config).lake_table(f"{database}.t")
+        spark.sql(f"DELETE FROM {name} WHERE id <= 100")  # type: ignore[attr-defined]
+        assert process.poll() is None, log_path.read_text()
+        asked = run_binlake("snapshot", config_path, "--tables", f"{database}.t", timeout=120)
+        assert asked.returncode == 0 and "handed to the running replicator" in asked.stdout, (
+            asked.stdout + asked.stderr
+        )
+        source.execute(f"UPDATE {database}.t SET v = -v WHERE id <= 10")
+        requests = config.state.snapshot_requests_dir
+        wait_for(lambda: not list(requests.iterdir()) and not plan.read(), log_path)
+        wait_for(lambda: lake_count(spark, name) == 5000, log_path)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    output = log_path.read_text()
+    assert process.returncode == 0, output
+    assert "copying snap_online.t (requested)" in output
+    replicate_in_process(config_path, spark)
+    assert_verify_passes(config_path, spark)
+    assert_history_is_exactly_once(config_path, spark)
+
+
+def wait_for(condition: Callable[[], bool], log_path: Path, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out; replicate printed:\n" + log_path.read_text()
+        time.sleep(0.5)
+
+
+def chunk_count(config_path: Path, spark: object, table: str) -> int:
+    try:
+        return len(chunk_commits(config_path, spark, table))
+    except Exception:  # not created yet
+        return 0
+
+
+def lake_count(spark: object, name: str) -> int:
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    return int(spark.sql(f"SELECT COUNT(*) FROM {name}").collect()[0][0])  # type: ignore[attr-defined]

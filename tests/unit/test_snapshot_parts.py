@@ -1,0 +1,143 @@
+"""The pure parts of snapshots: the progress record, the plan file, chunk queries, table shapes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from binlake.apply.canonical import VerifyColumn
+from binlake.apply.snapshot_progress import (
+    SNAPSHOT,
+    SnapshotProgress,
+    decode_key,
+    encode_key,
+    progress_of,
+)
+from binlake.apply.snapshot_source import chunk_query
+from binlake.apply.types import IcebergType
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import real_type_and_length
+from binlake.binlog.values import column_spec
+from binlake.cli.snapshot_cmd import parse_tables
+from binlake.errors import SnapshotPlanError, UnsupportedTypeError, UsageError
+from binlake.source.restart import SourcePosition
+from binlake.source.table_shape import ColumnInfo, table_map_from_columns
+from binlake.storage.snapshot_plan import SnapshotPlan, take_requests, write_request
+
+pytestmark = pytest.mark.unit
+
+
+def test_key_values_survive_the_summary_round_trip_exactly() -> None:
+    key = (
+        7,
+        -(2**63),
+        Decimal("123.4500"),
+        "ÿ text 'quoted'",
+        b"\x00\xff",
+        dt.date(2024, 2, 29),
+        dt.datetime(2024, 1, 1, 12, 0, 0, 5),
+        dt.timedelta(hours=-838, microseconds=-1),
+        None,
+    )
+    back = decode_key(json.loads(json.dumps(encode_key(key))))
+    assert back[:5] == key[:5] and back[8] is None
+    assert back[5:8] == ("2024-02-29", "2024-01-01 12:00:00.000005", "-838:00:00.000001")
+
+
+def test_progress_reads_back_from_a_commit_summary() -> None:
+    progress = SnapshotProgress("id-1", (5, "x"), SourcePosition("bin.000003", 1234), 80, False)
+    assert progress_of({SNAPSHOT: progress.to_json()}) == progress
+    assert progress_of({"binlake.position": "bin.000001:4"}) is None
+    assert progress_of({SNAPSHOT: "{not json"}) is None
+
+
+def test_a_composite_key_chunk_continues_after_the_last_key_in_key_order() -> None:
+    readers = [
+        VerifyColumn("a", IcebergType.INT, 0, "int"),
+        VerifyColumn("b", IcebergType.STRING, 0, "varchar"),
+    ]
+    sql, args = chunk_query("db.t", readers, ("a", "b"), (3, "k"), 500)
+    assert sql == (
+        "SELECT `a`, `b`, `a`, `b` FROM `db`.`t` WHERE (`a` > %s) OR (`a` = %s AND `b` > %s) "
+        "ORDER BY `a`, `b` LIMIT 500"
+    )
+    assert args == [3, 3, "k"]
+
+
+def test_a_table_without_key_is_read_whole_in_one_chunk() -> None:
+    readers = [VerifyColumn("at", IcebergType.TIMESTAMP, 0, "datetime")]
+    sql, args = chunk_query("db.t", readers, (), None, None)
+    assert sql == "SELECT CAST(`at` AS CHAR) FROM `db`.`t`" and args == []
+
+
+def test_the_first_chunk_has_no_lower_bound() -> None:
+    readers = [VerifyColumn("id", IcebergType.LONG, 0, "bigint")]
+    sql, _ = chunk_query("db.t", readers, ("id",), None, 10)
+    assert "WHERE" not in sql and sql.endswith("ORDER BY `id` LIMIT 10")
+
+
+def _info(name: str, data_type: str, column_type: str, **kw: object) -> ColumnInfo:
+    return ColumnInfo(name, data_type, column_type, True, **kw)  # type: ignore[arg-type]
+
+
+def test_long_char_columns_keep_their_length_in_the_real_type_byte() -> None:
+    columns = [
+        _info("c", "char", "char(200)", octet_length=800, collation="utf8mb4_general_ci"),
+        _info("s", "set", "set('a','b''c','d\\\\e')", collation="utf8mb4_general_ci"),
+        _info("e", "enum", "enum('x','y')", collation="latin1_swedish_ci"),
+        _info("bits", "bit", "bit(13)", numeric_precision=13),
+    ]
+    collations = {"utf8mb4_general_ci": 45, "latin1_swedish_ci": 8}
+    tm = table_map_from_columns("db", "t", columns, [], collations)
+    assert real_type_and_length(tm.column_types[0], tm.column_metadata[0]) == (T.STRING, 800)
+    assert column_spec(tm, 1).labels == ("a", "b'c", "d\\e")
+    assert column_spec(tm, 2).labels == ("x", "y")
+    assert column_spec(tm, 3).length == 13
+    assert tm.primary_key == ()
+
+
+def test_a_type_without_mapping_is_refused_naming_table_and_column() -> None:
+    with pytest.raises(UnsupportedTypeError, match="column v: source type vector") as caught:
+        table_map_from_columns("db", "t", [_info("v", "vector", "vector(3)")], [], {})
+    assert caught.value.table == "db.t"
+
+
+def test_the_plan_keeps_a_table_until_its_own_snapshot_is_done(tmp_path: Path) -> None:
+    plan = SnapshotPlan(tmp_path / "snapshot.plan")
+    first = plan.add(["db.a", "db.b"], "initial")["db.a"]
+    again = plan.add(["db.a"], "requested")["db.a"]
+    assert again.id != first.id
+    plan.done(first)  # an older copy finishing does not drop the newer request
+    assert plan.read()["db.a"] == again
+    plan.done(again)
+    assert sorted(plan.read()) == ["db.b"]
+
+
+def test_requests_move_into_the_plan_and_are_removed(tmp_path: Path) -> None:
+    plan = SnapshotPlan(tmp_path / "snapshot.plan")
+    folder = tmp_path / "requests"
+    write_request(folder, ["db.x", "db.y"])
+    write_request(folder, ["db.x"])
+    assert take_requests(folder, plan) == ["db.x", "db.y", "db.x"]
+    assert sorted(plan.read()) == ["db.x", "db.y"]
+    assert list(folder.iterdir()) == []
+    assert take_requests(folder, plan) == []
+
+
+def test_a_damaged_plan_is_a_typed_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.plan"
+    path.write_text('{"version": 9}')
+    with pytest.raises(SnapshotPlanError, match="not valid") as caught:
+        SnapshotPlan(path).read()
+    assert caught.value.file == str(path)
+
+
+def test_snapshot_tables_must_be_named_db_dot_table() -> None:
+    assert parse_tables(" shop.a ,shop.b,shop.a") == ["shop.a", "shop.b"]
+    for bad in ("", "orders", "shop.", "a.b.c"):
+        with pytest.raises(UsageError, match=r"--tables wants db\.table"):
+            parse_tables(bad)
