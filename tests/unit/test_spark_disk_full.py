@@ -7,6 +7,7 @@ from binlake.apply.spark import (
     DISK_FULL_MARKS,
     classify_spark_failure,
     configured_warehouse,
+    session_warehouse,
     spark_error,
 )
 from binlake.errors import DiskFullError, SparkStatementError, exit_code_for
@@ -65,8 +66,9 @@ def test_a_no_space_left_on_device_cause_becomes_disk_full() -> None:
 
 def test_a_full_disk_during_the_iceberg_commit_is_disk_full_too() -> None:
     error = spark_error(RuntimeError(MANIFEST_WRITE), "MERGE INTO lake.db.t USING v", "db.t")
-    assert isinstance(error, DiskFullError)
-    assert error.file is None  # no Spark session here: the warehouse is not known
+    assert isinstance(error, DiskFullError) and error.table == "db.t"
+    # The warehouse is the running session's, if any (the suite may have started one).
+    assert error.file == session_warehouse()
 
 
 def test_a_quota_or_hdfs_space_quota_counts_as_a_full_disk() -> None:

@@ -25,6 +25,7 @@ def test_embedded_default_is_a_hadoop_catalog_in_the_warehouse(tmp_path: Path) -
     conf = session_conf(SparkSettings(warehouse=tmp_path / "wh"), JARS)
     assert conf["spark.sql.catalog.lake"] == ICEBERG_CATALOG
     assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    assert conf["spark.sql.catalog.lake.cache-enabled"] == "false"  # other writers: never stale
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
     assert conf["spark.sql.extensions"] == ICEBERG_EXTENSIONS
     assert conf["spark.jars"] == "/cache/iceberg-runtime.jar,/cache/jackson.jar"

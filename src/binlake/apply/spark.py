@@ -123,6 +123,10 @@ def session_conf(settings: SparkSettings, iceberg_jars: tuple[Path, ...] = ()) -
         conf[prefix] = ICEBERG_CATALOG
         conf[f"{prefix}.type"] = "hadoop"
         conf[f"{prefix}.warehouse"] = str(settings.warehouse.resolve())
+        # Other processes write these tables too (`binlake snapshot`, maintenance jobs, the
+        # run before a crash): every statement loads the table's current metadata, so a MERGE
+        # never starts from a cached, stale snapshot (a needless commit conflict).
+        conf[f"{prefix}.cache-enabled"] = "false"
     jars = [*(str(p) for p in iceberg_jars), *_user_jars(settings)]
     if jars:
         conf["spark.jars"] = ",".join(jars)
@@ -241,7 +245,7 @@ def spark_error(
     text = str(error)
     if disk_full_reason(text) is None:
         text = f"{text}\n{_java_causes(error)}"
-    warehouse = None if disk_full_reason(text) is None else _session_warehouse()
+    warehouse = None if disk_full_reason(text) is None else session_warehouse()
     return classify_spark_failure(text, statement, table, warehouse)
 
 
@@ -277,7 +281,7 @@ def configured_warehouse(conf: Mapping[str, str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _session_warehouse() -> str | None:
+def session_warehouse() -> str | None:
     """The warehouse of the running session's catalog, when known."""
     context = SparkContext._active_spark_context
     if context is None:

@@ -99,11 +99,7 @@ class CheckpointRecord:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise CheckpointRecordError(
-                f"cannot read the checkpoint record: {exc.strerror}",
-                file=str(self.path),
-                hint="check the state folder's permissions",
-            ) from exc
+            raise self._unreadable(exc) from exc
         try:
             return decode_record(raw)
         except CheckpointRecordError as error:
@@ -116,11 +112,14 @@ class CheckpointRecord:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise CheckpointRecordError(
-                f"cannot read the checkpoint record: {exc.strerror}",
-                file=str(self.path),
-                hint="check the state folder's permissions",
-            ) from exc
+            raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: OSError) -> CheckpointRecordError:
+        return CheckpointRecordError(
+            f"cannot read the checkpoint record: {exc.strerror}",
+            file=str(self.path),
+            hint="check the state folder's permissions",
+        )
 
     def write(self, file: str) -> None:
         """Record ``file`` as the checkpoint: old or new record after any crash, never a mix."""
