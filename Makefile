@@ -3,7 +3,7 @@
 #   make deps        system packages (MariaDB server and client, Java 17, jarjar), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
-#                    (python -m binlake.apply.runtime: builds once, verifies checksums after)
+#                    (python -m binlake.lake.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
 #   make lint        ruff check, ruff format --check, mypy --strict
 #   make soak        the slow soak: kill -9 at random during a mixed workload with DDL, plus
@@ -81,14 +81,14 @@ $(VENV_PY):
 	@test -n "$(PYTHON)" || { echo "venv: no python 3.11 found (tried python3, python3.11)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-$(DEV_STAMP): pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install -q -e '.[dev]'
+$(DEV_STAMP): pyproject.toml dev/pyproject.toml | $(VENV_PY)
+	$(VENV_PY) -m pip install -q -e '.[dev]' -e ./dev
 	@touch $@
 
 venv: $(DEV_STAMP)
 
 spark-deps: deps venv
-	@$(VENV_PY) -m binlake.apply.runtime
+	@$(VENV_PY) -m binlake.lake.runtime
 
 test: deps venv spark-deps
 	@rc=0; $(VENV)/bin/pytest -m "not slow" --durations=15 $(PYTEST_ARGS) || rc=$$?; \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 
 def write_config(

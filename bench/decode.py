@@ -28,7 +28,7 @@ from pymysql.cursors import Cursor
 from binlake.binlog.rows import RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 SCHEMA = [
     """CREATE TABLE bench.orders (

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from _common import write_config
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
@@ -265,7 +265,7 @@ def source_end(sandbox: MariaDBSandbox) -> tuple[str, int]:
 
 
 def lake_holds(warehouse: Path, end: tuple[str, int]) -> bool:
-    from binlake.apply.iceberg_meta import read_table
+    from binlake.lake.iceberg_meta import read_table
 
     table = read_table(warehouse, ("bench", "t"))
     snapshots = table.binlake_snapshots if table is not None else ()

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binlake.config import config_from_mapping
-from binlake.sandbox import MariaDBSandbox, find_executable
-from binlake.source.client import ConnectionSettings, DumpStart, SourceConnection
+from binlake.source.client import DumpStart, SourceConnection
 from binlake.source.progress import Progress
 from binlake.source.receiver import Outcome, Receiver
+from binlake.source.settings import ConnectionSettings
+from binlake_dev.sandbox import MariaDBSandbox, find_executable
 
 MB = 1_000_000
 

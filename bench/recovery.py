@@ -54,13 +54,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import write_config
-from binlake.apply.iceberg_meta import read_table
 from binlake.binlog.tablemap import TableMap
 from binlake.crashpoints import ENV_VAR
-from binlake.sandbox import MariaDBSandbox, find_executable
+from binlake.lake.iceberg_meta import read_table
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.checkpoint import CheckpointRecord
 from binlake.storage.index import LogIndex
+from binlake_dev.sandbox import MariaDBSandbox, find_executable
 
 MB = 1_000_000
 MIB = 1 << 20

@@ -41,12 +41,12 @@ from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from binlake.apply.console import Console
-from binlake.apply.iceberg_meta import read_table
 from binlake.apply.replicate import Replicator
-from binlake.apply.spark import SparkSettings, build_session, stop_session
 from binlake.config import load_config
-from binlake.sandbox import MariaDBSandbox
+from binlake.console import Console
+from binlake.lake.iceberg_meta import read_table
+from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake_dev.sandbox import MariaDBSandbox
 
 DDL = (
     "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer INT NOT NULL, "

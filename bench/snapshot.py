@@ -34,8 +34,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from binlake.apply.spark import SparkSettings, build_session, stop_session
-from binlake.sandbox import MariaDBSandbox
+from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake_dev.sandbox import MariaDBSandbox
 
 JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")
 DDL = (

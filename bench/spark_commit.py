@@ -26,17 +26,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from binlake.apply.commit import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import TableMap
+from binlake.lake.commit import (
     append_with_commit_properties,
     execute_with_commit_properties,
     latest_binlake_summary,
 )
-from binlake.apply.ddl import create_table_statements, table_name
-from binlake.apply.frames import dataframe_from_arrow
-from binlake.apply.spark import SparkSettings, build_session, stop_session
-from binlake.apply.types import LakeSchema, lake_schema
-from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.tablemap import TableMap
+from binlake.lake.frames import dataframe_from_arrow
+from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark_types import spark_schema
+from binlake.lake.sql import create_table_statements, table_name
+from binlake.typemap import LakeSchema, lake_schema
 
 UTF8MB4 = 45
 COLUMNS = ("id", "customer", "status", "total", "placed")
@@ -104,7 +105,7 @@ def run(spark: Any, n: int) -> None:
         arrow = pa.Table.from_pylist(
             [dict(zip(COLUMNS, r, strict=True)) for r in data], schema.arrow_schema()
         )
-        return dataframe_from_arrow(spark, arrow, schema.spark_schema())
+        return dataframe_from_arrow(spark, arrow, spark_schema(schema))
 
     base = timed(f"Arrow -> DataFrame, {n} rows", lambda: frame(rows(0, n, 0)))
     timed(f"append {n} rows with commit properties", lambda: append(base, table, 1))

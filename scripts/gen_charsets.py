@@ -1,6 +1,6 @@
 """Regenerate the collation table in ``src/binlake/binlog/charsets.py`` and check its codecs.
 
-Starts a throwaway MariaDB (``binlake.sandbox``), reads ``information_schema.COLLATIONS`` and
+Starts a throwaway MariaDB (``binlake_dev.sandbox``), reads ``information_schema.COLLATIONS`` and
 rewrites the block between the ``BEGIN GENERATED`` / ``END GENERATED`` markers of charsets.py.
 With ``--verify`` it also asks the server to convert every single byte, every two-byte sequence
 with a high lead byte and every ``8F xx yy`` sequence of each supported charset to utf8mb4, and
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from binlake.binlog.charsets import CHARSET_CODECS, decode_text
 from binlake.binlog.errors import ValueDecodeError
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 CHARSETS_PY = Path(__file__).resolve().parent.parent / "src/binlake/binlog/charsets.py"
 BEGIN = "# BEGIN GENERATED"

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from binlake.sandbox import MariaDBSandbox  # noqa: E402
+from binlake_dev.sandbox import MariaDBSandbox  # noqa: E402
 from type_workload import all_tables, changes_to_json, run_workload  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "binlog"

@@ -7,14 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from binlake.apply.relay_reader import RelayGroup
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.events import MariaGtidEvent, XidEvent
 from binlake.binlog.rows import RowChange, make_rows_event
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import EventGroup, GroupKind, TransactionGrouper
-from binlake.source.restart import SourcePosition
+from binlake.position import SourcePosition
+from binlake.relay.reader import RelayGroup
 from binlog_builder import LogBuilder, query
 
 UTF8MB4 = 45

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from binlake.sandbox import MariaDBSandbox, mariadb_available
+from binlake_dev.sandbox import MariaDBSandbox, mariadb_available
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,7 +93,7 @@ def fresh_database(mariadb: MariaDBSandbox) -> Iterator[str]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local Spark session (embedded Iceberg catalog ``lake``, warehouse in a temp folder)
     for the whole run; stopped at the end. pyspark is imported only by tests that use it."""
-    from binlake.apply.spark import SparkSettings, build_session, stop_session
+    from binlake.lake.session import SparkSettings, build_session, stop_session
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = build_session(SparkSettings(app_name="binlake-tests", warehouse=warehouse))

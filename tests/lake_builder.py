@@ -2,8 +2,8 @@
 
 The rows are what binlake would write: the source's own binlog is decoded (``binlake.binlog``),
 replayed per primary key up to a source position, and turned into lake values with the design's
-type mapping (``binlake.apply.types.to_row_values``); the Iceberg table is created with
-``binlake.apply.ddl`` and each state is committed as one snapshot (INSERT OVERWRITE with the
+type mapping (``binlake.typemap.to_row_values``); the Iceberg table is created with
+``binlake.lake.sql`` and each state is committed as one snapshot (INSERT OVERWRITE with the
 ``binlake.*`` commit properties, the position given). A catalog of its own per test
 (``isolated_catalog``) keeps every test's warehouse separate inside the one Spark session.
 """
@@ -19,18 +19,19 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from binlake.apply.commit import execute_with_commit_properties
-from binlake.apply.ddl import create_table_statements
-from binlake.apply.frames import dataframe_from_arrow
-from binlake.apply.lake_target import LakeTarget
-from binlake.apply.schema import changelog_schema
-from binlake.apply.types import LakeSchema, lake_schema, to_row_values
 from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.rows import ABSENT, RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
-from binlake.sandbox import MariaDBSandbox
-from binlake.source.restart import SourcePosition
+from binlake.lake.commit import execute_with_commit_properties
+from binlake.lake.frames import dataframe_from_arrow
+from binlake.lake.schema import changelog_schema
+from binlake.lake.spark_types import spark_schema
+from binlake.lake.sql import create_table_statements
+from binlake.lake.target import LakeTarget
+from binlake.position import SourcePosition
+from binlake.typemap import LakeSchema, lake_schema, to_row_values
+from binlake_dev.sandbox import MariaDBSandbox
 
 HINT_TYPES = ("uuid", "inet4", "inet6")
 
@@ -240,7 +241,7 @@ def write_rows(
     ]
     arrow = pa.Table.from_arrays(arrays, schema=arrow_schema)
     view = f"v_{uuid.uuid4().hex[:10]}"
-    dataframe_from_arrow(spark, arrow, schema.spark_schema()).createOrReplaceTempView(view)
+    dataframe_from_arrow(spark, arrow, spark_schema(schema)).createOrReplaceTempView(view)
     execute_with_commit_properties(
         spark, f"INSERT OVERWRITE {name} SELECT * FROM {view}", properties(position, batch), name
     )

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from binlake.binlog.errors import BinlakeError, BinlogFormatError
 from binlake.crashpoints import ENV_VAR
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import read_index
+from binlake_dev.sandbox import MariaDBSandbox
 
 TESTS_DIR = Path(__file__).parent
 RECEIVE_TIMEOUT_S = 90

@@ -14,9 +14,10 @@ from pathlib import Path
 from binlake.binlog.constants import IN_USE_FLAG_FILE_OFFSET, EventFlag
 from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.events import MariaGtidEvent
+from binlake.position import SEQUENCE_NAME
+from binlake.relay.writer import RelayLogWriter
 from binlake.storage.binlog_file import BinlogFileReader
-from binlake.storage.index import SEQUENCE_NAME, read_index
-from binlake.storage.relay_log import RelayLogWriter
+from binlake.storage.index import read_index
 from binlake.storage.tail_scan import FileFacts, scan_file
 from binlog_builder import LogBuilder
 

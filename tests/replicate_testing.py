@@ -17,18 +17,18 @@ from typing import TypedDict, Unpack
 
 import pytest
 
-from binlake.apply.commit import current_lineage
-from binlake.apply.console import Console
-from binlake.apply.iceberg_meta import read_table
-from binlake.apply.lake_target import lake_target
-from binlake.apply.relay_scan import parse_position
 from binlake.apply.replicate import ReplicateResult, Replicator
-from binlake.apply.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
-from binlake.apply.verify import VerifyOptions, verify_config
 from binlake.config import Config, load_config
+from binlake.console import Console
 from binlake.crashpoints import ENV_VAR
+from binlake.lake.commit import current_lineage
+from binlake.lake.iceberg_meta import read_table
+from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
+from binlake.lake.target import lake_target
 from binlake.metrics import Metrics
-from binlake.sandbox import MariaDBSandbox
+from binlake.position import parse_position
+from binlake.verify.verifier import VerifyOptions, verify_config
+from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_mariadb
 
 REPLICATE_TIMEOUT_S = 240

@@ -16,8 +16,8 @@ from pathlib import Path
 from binlake.binlog.codec import encode_event
 from binlake.binlog.constants import EventFlag
 from binlake.binlog.events import GtidListEvent, RotateEvent
-from binlake.source.restart import SourceTracker, derive_restart_point
-from binlake.storage.relay_log import RelayLogWriter
+from binlake.relay.restart import SourceTracker, derive_restart_point
+from binlake.relay.writer import RelayLogWriter
 from binlog_builder import MARIADB_CTX, LogBuilder
 from relay_testing import split_events
 

@@ -19,7 +19,7 @@ POINTS: dict[str, str] = {
     "durable_after_temp_write": "atomic replace: temp file written, not yet fsynced",
     "durable_after_temp_fsync": "atomic replace: temp file fsynced, not yet renamed",
     "durable_after_rename": "atomic replace: renamed over the target, folder not yet fsynced",
-    # relay log writer (storage/relay_log.py)
+    # relay log writer (relay/writer.py)
     "relay_before_append": "relay log: before an event is appended",
     "relay_mid_event": "relay log: half of an event written (a torn write)",
     "relay_after_append": "relay log: event appended, not yet fsynced",
@@ -28,7 +28,7 @@ POINTS: dict[str, str] = {
     "relay_rotate_before_index": "rotation: new file created, index not yet updated",
     "relay_rotate_after_index": "rotation: index updated, old file not yet closed",
     "relay_close_before_flag": "clean close: IN_USE flag not yet cleared",
-    # purge (storage/relay_log.py, storage/index.py)
+    # purge (relay/writer.py, storage/index.py)
     "purge_before_index": "purge: marker written, index not yet updated",
     "purge_after_index": "purge: index updated, files not yet deleted",
     "purge_before_delete": "purge: before each file is deleted",
@@ -48,7 +48,7 @@ POINTS: dict[str, str] = {
     "receiver_before_source_rotate": "receiver: the source's ROTATE appended, relay file not yet "
     "rotated",
     "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
-    # applier (apply/applier.py, apply/lake.py)
+    # applier (apply/applier.py, lake/tables.py)
     "apply_before_commit": "applier: batch built, no table committed yet",
     "apply_between_tables": "applier: the first table of a multi-table batch committed, the "
     "others not yet",
@@ -59,7 +59,7 @@ POINTS: dict[str, str] = {
     "backfill of the values it gave existing rows, or an empty append) not yet",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
-    # snapshot (storage/snapshot_plan.py, apply/snapshot.py)
+    # snapshot (storage/snapshot_plan.py, snapshot/copier.py)
     "snapshot_after_plan": "snapshot: tables to copy recorded in snapshot.plan, none copied yet",
     "snapshot_before_chunk": "snapshot: a chunk read from the source, not yet committed",
     "snapshot_after_chunk": "snapshot: a chunk committed, the next not yet read",

@@ -84,11 +84,7 @@ class ConfigError(BinlakeError):
 
     default_hint = "fix the named field in the config file"
 
-    extra_fields: ClassVar[tuple[str, ...]] = ("field",)
-
-    def __init__(self, message: str, *, field: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.field = field
+    field: str | None = None
 
 
 class StorageError(BinlakeError):
@@ -174,12 +170,8 @@ class StatePayloadTooLargeError(StateFileError):
 
     default_hint = "create the state file with a larger page size"
 
-    def __init__(self, message: str, *, size: int, capacity: int, file: str | None = None) -> None:
-        super().__init__(message, file=file)
-        self.size = size
-        self.capacity = capacity
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("size", "capacity")
+    size: int | None = None
+    capacity: int | None = None
 
 
 class XidMismatchError(StateFileError):
@@ -190,14 +182,8 @@ class XidMismatchError(StateFileError):
         "commit or roll back only that XID"
     )
 
-    def __init__(
-        self, message: str, *, xid: int, prepared_xid: int | None, file: str | None = None
-    ) -> None:
-        super().__init__(message, file=file)
-        self.xid = xid
-        self.prepared_xid = prepared_xid
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("xid", "prepared_xid")
+    xid: int | None = None
+    prepared_xid: int | None = None
 
 
 class CheckpointError(StorageError):
@@ -236,29 +222,10 @@ class StateLockedError(StorageError):
         "retry succeeds (never delete the lock file)"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        hint: str | None = None,
-        holder_pid: int | None = None,
-        holder_hostname: str | None = None,
-        holder_started: str | None = None,
-        holder_command: str | None = None,
-    ) -> None:
-        super().__init__(message, file=file, hint=hint)
-        self.holder_pid = holder_pid
-        self.holder_hostname = holder_hostname
-        self.holder_started = holder_started
-        self.holder_command = holder_command
-
-    extra_fields: ClassVar[tuple[str, ...]] = (
-        "holder_pid",
-        "holder_hostname",
-        "holder_started",
-        "holder_command",
-    )
+    holder_pid: int | None = None
+    holder_hostname: str | None = None
+    holder_started: str | None = None
+    holder_command: str | None = None
 
 
 class SourceError(BinlakeError):
@@ -268,21 +235,9 @@ class SourceError(BinlakeError):
     default_hint = "see the source server's message above"
     retryable: ClassVar[bool] = False
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.code = code
-        self.host = host
-        self.port = port
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("code", "host", "port")
+    code: int | None = None
+    host: str | None = None
+    port: int | None = None
 
 
 class SourceUnreachableError(SourceError):
@@ -304,20 +259,7 @@ class SourceAuthError(SourceError):
         "binlake needs"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-        user: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, code=code, host=host, port=port)
-        self.user = user
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("user",)
+    user: str | None = None
 
 
 class SourceConfigError(SourceError):
@@ -326,20 +268,7 @@ class SourceConfigError(SourceError):
 
     default_hint = "run `binlake check-source --config F`: it prints the exact fix for each setting"
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-        setting: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, code=code, host=host, port=port)
-        self.setting = setting
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("setting",)
+    setting: str | None = None
 
 
 class SourcePositionLostError(SourceError):
@@ -351,20 +280,7 @@ class SourcePositionLostError(SourceError):
         "with `binlake snapshot --tables ...`; binlake never skips ahead"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-        requested: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, code=code, host=host, port=port)
-        self.requested = requested
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("requested",)
+    requested: str | None = None
 
 
 class SourceConnectionLostError(SourceError):
@@ -377,20 +293,7 @@ class SourceConnectionLostError(SourceError):
     )
     retryable = True
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-        timed_out: bool = False,
-    ) -> None:
-        super().__init__(message, hint=hint, code=code, host=host, port=port)
-        self.timed_out = timed_out
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("timed_out",)
+    timed_out: bool = False
 
 
 class SourceProtocolError(SourceError):
@@ -413,22 +316,8 @@ class SourceIdentityChangedError(SourceError):
         "with the same history), confirm it explicitly, else fix the host in the config"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        code: int | None = None,
-        host: str | None = None,
-        port: int | None = None,
-        expected: str | None = None,
-        found: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, code=code, host=host, port=port)
-        self.expected = expected
-        self.found = found
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("expected", "found")
+    expected: str | None = None
+    found: str | None = None
 
 
 class SparkError(BinlakeError):
@@ -443,13 +332,7 @@ class SparkSetupError(SparkError):
 
     default_hint = "run `make spark-deps` (Java, the repaired Iceberg runtime), then retry"
 
-    def __init__(
-        self, message: str, *, hint: str | None = None, component: str | None = None
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.component = component
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("component",)
+    component: str | None = None
 
 
 class SparkStatementError(SparkError):
@@ -461,18 +344,7 @@ class SparkStatementError(SparkError):
         "from there"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        table: str | None = None,
-        statement: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, table=table)
-        self.statement = statement
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("statement",)
+    statement: str | None = None
 
 
 class SchemaEvolutionError(BinlakeError):
@@ -490,22 +362,13 @@ class SchemaEvolutionError(BinlakeError):
         "`binlake snapshot --tables {table}`"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        table: str | None = None,
-        statement: str | None = None,
-        column: str | None = None,
-    ) -> None:
-        if hint is None and table is not None:
-            hint = self.table_hint.format(table=table)
-        super().__init__(message, hint=hint, table=table)
-        self.statement = statement
-        self.column = column
+    statement: str | None = None
+    column: str | None = None
 
-    extra_fields: ClassVar[tuple[str, ...]] = ("statement", "column")
+    def _default_hint(self) -> str:
+        if self.table is None:
+            return self.default_hint
+        return self.table_hint.format(table=self.table)
 
 
 class UnsupportedDdlError(SchemaEvolutionError):
@@ -530,22 +393,8 @@ class IncompatibleSchemaChangeError(SchemaEvolutionError):
     narrowing, a change of kind (int to string), a decimal scale change, a primary key change
     Iceberg cannot express. ``column``, ``old_type`` and ``new_type`` say what."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        table: str | None = None,
-        statement: str | None = None,
-        column: str | None = None,
-        old_type: str | None = None,
-        new_type: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, table=table, statement=statement, column=column)
-        self.old_type = old_type
-        self.new_type = new_type
-
-    extra_fields: ClassVar[tuple[str, ...]] = ("old_type", "new_type")
+    old_type: str | None = None
+    new_type: str | None = None
 
 
 class StatementFormatError(SourceConfigError):
@@ -557,19 +406,7 @@ class StatementFormatError(SourceConfigError):
         "config file), then re-snapshot the named table; binlake never guesses rows from SQL"
     )
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        hint: str | None = None,
-        file: str | None = None,
-        offset: int | None = None,
-        table: str | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint, setting="binlog_format")
-        self.file = file
-        self.offset = offset
-        self.table = table
+    setting = "binlog_format"
 
 
 class RowImageError(SourceConfigError):
@@ -580,9 +417,7 @@ class RowImageError(SourceConfigError):
         "set binlog_row_image=FULL (or NOBLOB) on the source, then re-snapshot the named table"
     )
 
-    def __init__(self, message: str, *, hint: str | None = None, table: str | None = None) -> None:
-        super().__init__(message, hint=hint, setting="binlog_row_image")
-        self.table = table
+    setting = "binlog_row_image"
 
 
 class ApplyError(BinlakeError):

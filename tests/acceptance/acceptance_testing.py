@@ -19,13 +19,13 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from binlake.apply.iceberg_meta import read_table
 from binlake.binlog.errors import BinlogFormatError
-from binlake.sandbox import MariaDBSandbox
-from binlake.source.restart import SourcePosition
+from binlake.lake.iceberg_meta import read_table
+from binlake.position import SourcePosition
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import read_index
 from binlake.storage.tail_scan import scan_file
+from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from receiver_testing import relay_transactions, source_transactions
 from replicate_testing import replicate_command, replicate_env

@@ -31,13 +31,13 @@ from acceptance_testing import (
     wait_for_lake,
 )
 
-from binlake.apply.console import Console
 from binlake.apply.replicate import ReplicateResult, Replicator
 from binlake.cli.main import run
 from binlake.config import load_config
-from binlake.sandbox import MariaDBSandbox
+from binlake.console import Console
 from binlake.storage.index import read_index
 from binlake.storage.lock import read_holder
+from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from receiver_testing import run_receive
 from replicate_testing import (

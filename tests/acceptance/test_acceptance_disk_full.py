@@ -33,7 +33,7 @@ from acceptance_testing import (
 
 from binlake.config import load_config
 from binlake.errors import DiskFullError, exit_code_for
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from replicate_testing import (
     assert_history_is_exactly_once,

@@ -35,10 +35,10 @@ from acceptance_testing import (
 
 from binlake.config import load_config
 from binlake.errors import LogCorruptionError, exit_code_for
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.index import read_index
 from binlake.storage.recovery import recover_log
 from binlake.storage.tail_scan import scan_file
+from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from receiver_testing import run_receive
 from relay_testing import check_recovered_log

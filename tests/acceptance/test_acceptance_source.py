@@ -26,11 +26,11 @@ from acceptance_testing import (
     wait_for_lake,
 )
 
-from binlake.apply.verify import VerifyOptions, verify_config
-from binlake.apply.verify_errors import CatchUpTimeoutError
 from binlake.config import load_config
 from binlake.errors import SourcePositionLostError, exit_code_for
-from binlake.sandbox import MariaDBSandbox
+from binlake.verify.errors import CatchUpTimeoutError
+from binlake.verify.verifier import VerifyOptions, verify_config
+from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from receiver_testing import relay_transactions
 from relay_testing import check_recovered_log

@@ -9,7 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 SCHEMA = (
     "CREATE TABLE {db}.orders (id INT PRIMARY KEY, customer VARCHAR(30) NOT NULL, "

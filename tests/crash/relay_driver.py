@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from binlake.errors import BinlakeError, exit_code_for
-from binlake.storage.relay_log import RelayLogWriter
+from binlake.relay.writer import RelayLogWriter
 from relay_testing import gtid_seqs, source_log, split_events
 
 HEADER_EVENTS = 2  # the source's FORMAT_DESCRIPTION and Gtid_list

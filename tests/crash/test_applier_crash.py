@@ -18,9 +18,9 @@ import pytest
 from applier_workload import TWO_STEP_DDL, ShopWorkload
 
 from binlake.crashpoints import POINTS
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

@@ -24,8 +24,8 @@ import pytest
 from applier_workload import ShopWorkload
 
 from acceptance.acceptance_testing import TORN_SHAPES, damage_relay_tail, newest_relay_file
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.tail_scan import scan_file
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.table_actions import read_lake_schema
-from binlake.sandbox import MariaDBSandbox
+from binlake.lake.table_actions import read_lake_schema
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

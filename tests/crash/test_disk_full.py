@@ -23,8 +23,8 @@ import pytest
 from driver_runs import DriverRun, assert_nothing_synced_lost, run_driver
 
 from binlake.errors import DiskFullError, RelayLogStateError, exit_code_for
+from binlake.relay.writer import RelayLogWriter
 from binlake.storage.recovery import recover_log
-from binlake.storage.relay_log import RelayLogWriter
 from relay_testing import check_recovered_log, gtid_seqs, source_log, split_events
 
 EXIT_STORAGE = exit_code_for(DiskFullError("x"))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from binlake.crashpoints import POINTS
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 from receiver_testing import (
     BackgroundReceive,
     Workload,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 BINLAKE = [sys.executable, "-m", "binlake.cli.main"]
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from binlake.apply.ddl_parse import (
+from binlake.binlog.events import QueryEvent
+from binlake.binlog.tablemap import TableMap
+from binlake.ddl.parse import (
     AddColumnClause,
     AlterTable,
     ChangeColumnClause,
@@ -23,8 +25,8 @@ from binlake.apply.ddl_parse import (
     TruncateTable,
     parse_ddl,
 )
-from binlake.apply.schema import plan_evolution
-from binlake.apply.schema_changes import (
+from binlake.lake.schema import plan_evolution
+from binlake.lake.schema_changes import (
     AddColumn,
     DropColumn,
     RenameColumn,
@@ -32,11 +34,9 @@ from binlake.apply.schema_changes import (
     SetSourceType,
     WidenColumnType,
 )
-from binlake.apply.types import lake_schema
-from binlake.binlog.events import QueryEvent
-from binlake.binlog.tablemap import TableMap
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
+from binlake.typemap import lake_schema
+from binlake_dev.sandbox import MariaDBSandbox
 
 Logged = QueryEvent | TableMap
 

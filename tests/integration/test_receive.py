@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from binlake.config import load_config
-from binlake.sandbox import MariaDBSandbox, free_port
 from binlake.source.identity import SourceStateFile
 from binlake.source.progress import Progress
 from binlake.source.receiver import Receiver
 from binlake.storage.lock import StateLock
+from binlake_dev.sandbox import MariaDBSandbox, free_port
 from receiver_testing import (
     BackgroundReceive,
     Workload,

@@ -23,9 +23,9 @@ import pymysql
 import pytest
 
 from binlake.binlog.constants import HEADER_LEN, EventType
-from binlake.sandbox import MariaDBSandbox
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.recovery import recover_log
+from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_mariadb
 from relay_testing import check_recovered_log, folder_hashes, set_in_use
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.lake_target import lake_target
-from binlake.apply.table_actions import read_lake_schema
 from binlake.config import load_config
 from binlake.errors import RowImageError, SourcePositionLostError, StatementFormatError
+from binlake.lake.table_actions import read_lake_schema
+from binlake.lake.target import lake_target
 from binlake.metrics import ROWS_APPLIED
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

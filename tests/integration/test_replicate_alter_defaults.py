@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.commit import current_lineage
-from binlake.apply.lake_target import lake_target
 from binlake.config import load_config
 from binlake.errors import UnsupportedDefaultError
-from binlake.sandbox import MariaDBSandbox
+from binlake.lake.commit import current_lineage
+from binlake.lake.target import lake_target
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from binlake.sandbox import MariaDBSandbox
+from binlake_dev.sandbox import MariaDBSandbox
 
 EXPECTED_SETTINGS = {
     "log_bin": "ON",

@@ -9,11 +9,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from binlake.apply.commit import latest_binlake_summary
-from binlake.apply.ddl import create_table_statements, table_name
-from binlake.apply.ddl_parse import DdlStatement, parse_ddl
-from binlake.apply.schema import changelog_schema, plan_evolution, target_schema
-from binlake.apply.table_actions import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import TableMap
+from binlake.ddl.parse import DdlStatement, parse_ddl
+from binlake.lake.commit import latest_binlake_summary
+from binlake.lake.schema import changelog_schema, plan_evolution, target_schema
+from binlake.lake.sql import create_table_statements, table_name
+from binlake.lake.table_actions import (
     DROPPED_AT_PROPERTY,
     ClaimTableName,
     DeleteAllRows,
@@ -26,8 +28,6 @@ from binlake.apply.table_actions import (
     run_table_action,
     table_exists,
 )
-from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.tablemap import TableMap
 
 UTF8MB4 = 45
 Spec = tuple[str, int, int, bool]  # name, type code, metadata, NOT NULL

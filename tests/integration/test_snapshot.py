@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from binlake.apply.commit import current_lineage
-from binlake.apply.lake_target import lake_target
-from binlake.apply.snapshot_progress import progress_of
 from binlake.config import load_config
-from binlake.sandbox import MariaDBSandbox
+from binlake.lake.commit import current_lineage
+from binlake.lake.snapshot_progress import progress_of
+from binlake.lake.target import lake_target
 from binlake.storage.snapshot_plan import SnapshotPlan
+from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,

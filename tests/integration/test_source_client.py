@@ -27,10 +27,11 @@ from binlake.errors import (
     SourcePositionLostError,
     SourceUnreachableError,
 )
-from binlake.sandbox import MariaDBSandbox, free_port
 from binlake.source import packets
 from binlake.source.check import check_source
-from binlake.source.client import ConnectionSettings, DumpStart, SourceConnection
+from binlake.source.client import DumpStart, SourceConnection
+from binlake.source.settings import ConnectionSettings
+from binlake_dev.sandbox import MariaDBSandbox, free_port
 from tcp_proxy import TcpProxy
 
 OUR_SERVER_ID = 4242

@@ -15,7 +15,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from binlake.apply.commit import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.errors import SparkStatementError
+from binlake.lake.commit import (
     append_with_commit_properties,
     close_callbacks,
     current_lineage,
@@ -23,11 +25,10 @@ from binlake.apply.commit import (
     latest_binlake_summary,
     snapshots,
 )
-from binlake.apply.ddl import create_table_statements, table_name
-from binlake.apply.frames import dataframe_from_arrow
-from binlake.apply.types import IcebergType, LakeSchema, lake_schema
-from binlake.binlog.constants import ColumnType as T
-from binlake.errors import SparkStatementError
+from binlake.lake.frames import dataframe_from_arrow
+from binlake.lake.spark_types import spark_schema
+from binlake.lake.sql import create_table_statements, table_name
+from binlake.typemap import IcebergType, LakeSchema, lake_schema
 from binlog_fixtures import UTF8MB4, table_map
 from lake_tables import HINTS, LAKE_ROWS, NAMES, every_type_table_map
 
@@ -97,7 +98,7 @@ def test_created_table_is_v2_merge_on_read_keyed_by_the_primary_key(spark: Spark
     def shape(fields: Any) -> list[tuple[str, Any, bool]]:
         return [(f.name, f.dataType, f.nullable) for f in fields]
 
-    assert shape(spark.table(table).schema.fields) == shape(schema.spark_schema().fields)
+    assert shape(spark.table(table).schema.fields) == shape(spark_schema(schema).fields)
     assert spark.table(table).schema["biu"].metadata == {"comment": "BIGINT UNSIGNED"}
     namespace, name = table.replace("`", "").split(".")[1:]
     metadata = _current_metadata(
@@ -204,12 +205,12 @@ def test_every_type_round_trips_exactly_through_iceberg(spark: SparkSession) -> 
     arrow = pa.Table.from_pylist(
         [dict(zip(NAMES, row, strict=True)) for row in LAKE_ROWS], schema.arrow_schema()
     )
-    frame = dataframe_from_arrow(spark, arrow, schema.spark_schema())
+    frame = dataframe_from_arrow(spark, arrow, spark_schema(schema))
     append_with_commit_properties(frame, table, batch(1))
     # The same values once more through pyspark's row path, under ids + 10.
     again = [(row[0] + 10, *row[1:]) for row in LAKE_ROWS]
     append_with_commit_properties(
-        spark.createDataFrame(again, schema.spark_schema()), table, batch(2)
+        spark.createDataFrame(again, spark_schema(schema)), table, batch(2)
     )
 
     got = _read_exact(spark, table, schema)

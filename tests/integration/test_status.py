@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from binlake.apply.lake_target import LakeTarget
-from binlake.apply.status import StatusReport, TableStatus, collect_status
 from binlake.cli.status_cmd import render_status
 from binlake.config import load_config
-from binlake.sandbox import MariaDBSandbox, free_port
-from binlake.source.restart import SourcePosition
+from binlake.lake.target import LakeTarget
+from binlake.position import SourcePosition
 from binlake.storage.checkpoint import CheckpointRecord
+from binlake.verify.status import StatusReport, TableStatus, collect_status
+from binlake_dev.sandbox import MariaDBSandbox, free_port
 from conftest import require_mariadb
 from lake_builder import commit_state, create_lake_table, isolated_catalog, master_position, replay
 from receiver_testing import describe, receive_env, run_receive, write_config
@@ -203,7 +203,7 @@ def test_status_through_spark_for_a_catalog_it_cannot_read_as_files(
     lake: Lake, spark: SparkSession
 ) -> None:
     """A catalog set in [spark] conf (REST, Hive...) is listed through Spark: same facts."""
-    from binlake.apply.lake_catalog import spark_lake_tables
+    from binlake.lake.catalog import spark_lake_tables
 
     files = lake.status()
     prefix = f"spark.sql.catalog.{lake.target.catalog}"

@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from binlake.apply.schema import target_schema
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.rows import ABSENT, RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import ColumnSpec, ZeroDate, column_spec
-from binlake.sandbox import MariaDBSandbox, find_executable
+from binlake.lake.schema import target_schema
 from binlake.source.table_shape import read_collations, read_columns, table_map_from_columns
+from binlake_dev.sandbox import MariaDBSandbox, find_executable
 from binlog_fixtures import decoded_changes, strict
 from type_workload import Change, all_tables, run_workload
 

@@ -1,7 +1,7 @@
 """`binlake verify` against a real MariaDB and real Iceberg tables.
 
 The lake side is built the way the applier writes it (tests/lake_builder.py: the source's own
-binlog decoded, replayed per key, mapped with binlake.apply.types, committed with a
+binlog decoded, replayed per key, mapped with binlake.typemap, committed with a
 ``binlake.position``), so these tests do not depend on the applier. A private MariaDB for the
 module keeps binlog positions and the relay log small; every test has its own database and its
 own Iceberg catalog folder.
@@ -22,17 +22,17 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from binlake.apply.lake_target import LakeTarget
-from binlake.apply.verify import VerifyOptions, VerifyReport, verify_config
-from binlake.apply.verify_errors import (
+from binlake.cli.verify_cmd import verdict
+from binlake.config import Config, load_config
+from binlake.lake.target import LakeTarget
+from binlake.position import SourcePosition
+from binlake.verify.errors import (
     CatchUpTimeoutError,
     TableMissingInLakeError,
     TableNotInSourceError,
 )
-from binlake.cli.verify_cmd import verdict
-from binlake.config import Config, load_config
-from binlake.sandbox import MariaDBSandbox, free_port
-from binlake.source.restart import SourcePosition
+from binlake.verify.verifier import VerifyOptions, VerifyReport, verify_config
+from binlake_dev.sandbox import MariaDBSandbox, free_port
 from conftest import require_mariadb
 from lake_builder import (
     commit_changelog,

@@ -11,33 +11,28 @@ from decimal import Decimal
 import pytest
 
 from apply_testing import Spec, orders_map
-from binlake.apply.backfill import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.ddl.defaults import StatementContext
+from binlake.ddl.parse import AlterTable, ColumnDefinition, parse_ddl
+from binlake.ddl.temporal import StatementTime
+from binlake.ddl.types import MODE_ORACLE, MODE_REAL_AS_FLOAT, charset_unsure, lake_column_of
+from binlake.errors import UnsupportedDefaultError
+from binlake.lake.backfill import (
     backfill_statement,
     backfill_values,
     columns_after,
     final_names,
     sql_literal,
 )
-from binlake.apply.ddl_defaults import StatementContext
-from binlake.apply.ddl_parse import AlterTable, ColumnDefinition, parse_ddl
-from binlake.apply.ddl_temporal import StatementTime
-from binlake.apply.ddl_types import (
-    MODE_ORACLE,
-    MODE_REAL_AS_FLOAT,
-    charset_unsure,
-    lake_column_of,
-)
-from binlake.apply.schema import plan_evolution, plan_from_statement
-from binlake.apply.schema_changes import (
+from binlake.lake.schema import plan_evolution, plan_from_statement
+from binlake.lake.schema_changes import (
     AddColumn,
     DropColumn,
     RenameColumn,
     SetSourceType,
     WidenColumnType,
 )
-from binlake.apply.types import IcebergType, LakeColumn, LakeSchema, lake_column, lake_schema
-from binlake.binlog.constants import ColumnType as T
-from binlake.errors import UnsupportedDefaultError
+from binlake.typemap import IcebergType, LakeColumn, LakeSchema, lake_column, lake_schema
 
 UTF8MB4, BINARY = 45, 63
 CONTEXT = StatementContext(StatementTime(1795296318, 233733, "+00:00"))

@@ -13,8 +13,13 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as st
 
-from binlake.apply.ddl import create_table_statements, quote, table_name
-from binlake.apply.types import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import BLOB_COMPRESSED, VARCHAR_COMPRESSED
+from binlake.binlog.values import ABSENT, Geometry, ZeroDate
+from binlake.errors import SourceConfigError, UnsupportedTypeError
+from binlake.lake.spark_types import spark_field, spark_schema, spark_type
+from binlake.lake.sql import create_table_statements, quote, table_name
+from binlake.typemap import (
     IcebergType,
     LakeColumn,
     lake_column,
@@ -22,10 +27,6 @@ from binlake.apply.types import (
     row_converter,
     to_row_values,
 )
-from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.tablemap import BLOB_COMPRESSED, VARCHAR_COMPRESSED
-from binlake.binlog.values import ABSENT, Geometry, ZeroDate
-from binlake.errors import SourceConfigError, UnsupportedTypeError
 from binlog_fixtures import BINARY, UTF8MB4, table_map
 from lake_tables import (
     COLUMNS,
@@ -121,7 +122,7 @@ def test_bigint_unsigned_is_decimal_20_0_and_keeps_its_maximum() -> None:
 
 def test_decimal_up_to_38_digits_is_an_iceberg_decimal() -> None:
     tm = one_column(T.NEWDECIMAL, 38 << 8 | 38)
-    assert lake_column(tm, 0).spark_type() == st.DecimalType(38, 38)
+    assert spark_type(lake_column(tm, 0)) == st.DecimalType(38, 38)
     value = Decimal("-0." + "9" * 38)
     assert convert(tm, value) is value
 
@@ -188,8 +189,8 @@ def test_temporal_types(type_code: int, fsp: int, iceberg: str, source: str) -> 
 def test_datetime_is_timestamp_without_zone_and_timestamp_is_utc() -> None:
     ntz = lake_column(one_column(T.DATETIME2, 6), 0)
     tz = lake_column(one_column(T.TIMESTAMP2, 6), 0)
-    assert (ntz.sql_type, ntz.spark_type()) == ("TIMESTAMP_NTZ", st.TimestampNTZType())
-    assert (tz.sql_type, tz.spark_type()) == ("TIMESTAMP", st.TimestampType())
+    assert (ntz.sql_type, spark_type(ntz)) == ("TIMESTAMP_NTZ", st.TimestampNTZType())
+    assert (tz.sql_type, spark_type(tz)) == ("TIMESTAMP", st.TimestampType())
     assert ntz.arrow_type() == pa.timestamp("us")
     assert tz.arrow_type() == pa.timestamp("us", tz="UTC")
 
@@ -312,12 +313,12 @@ def test_spark_and_arrow_types_match_the_iceberg_type(col: Col) -> None:
         expected = (f"decimal({p},{s})", pa.decimal128(p, s))
     else:
         expected = SPARK_AND_ARROW[col.iceberg]
-    assert (column.spark_type().simpleString(), column.arrow_type()) == expected
+    assert (spark_type(column).simpleString(), column.arrow_type()) == expected
 
 
 def test_spark_and_arrow_schemas_keep_order_and_nullability() -> None:
     schema = lake_schema(every_type_table_map(), HINTS)
-    spark, arrow = schema.spark_schema(), schema.arrow_schema()
+    spark, arrow = spark_schema(schema), schema.arrow_schema()
     assert spark.names == list(NAMES) == arrow.names
     assert (
         [f.nullable for f in spark.fields]
@@ -385,4 +386,4 @@ def test_identifiers_are_quoted() -> None:
 
 def test_lake_column_is_a_plain_value() -> None:
     column = LakeColumn("x", 0, "INT", IcebergType.INT, nullable=False)
-    assert column.spark_field() == st.StructField("x", st.IntegerType(), False)
+    assert spark_field(column) == st.StructField("x", st.IntegerType(), False)

@@ -6,18 +6,11 @@ from __future__ import annotations
 import pytest
 
 from apply_testing import RelayLog, relay_group, shop_map
-from binlake.apply.ddl_statements import AlterTable, TruncateTable
-from binlake.apply.plan import (
-    BatchBuilder,
-    Bounds,
-    UnitKind,
-    classify,
-    is_new_for,
-    statement_target,
-)
+from binlake.apply.plan import BatchBuilder, Bounds, UnitKind, classify, statement_target
 from binlake.binlog.transactions import EventGroup, GroupKind
+from binlake.ddl.statements import AlterTable, TruncateTable
 from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError, exit_code_for
-from binlake.source.restart import SourcePosition
+from binlake.position import SourcePosition, is_new_for
 
 ORDERS = shop_map("orders")
 ITEMS = shop_map("items", table_id=71)

@@ -9,10 +9,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from binlake.apply.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges, Op
-from binlake.apply.types import IcebergType, LakeColumn, lake_schema
 from binlake.binlog.values import ABSENT
 from binlake.errors import ApplyError, RowImageError
+from binlake.lake.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges, Op
+from binlake.typemap import IcebergType, LakeColumn, lake_schema
 from lake_tables import LAKE_ROWS, NAMES, every_type_table_map
 
 NAMES_3 = ("id", "name", "qty")

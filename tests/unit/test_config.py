@@ -18,6 +18,8 @@ from binlake.config import (
     load_config,
 )
 from binlake.errors import ConfigError, exit_code_for
+from binlake.source.settings import connection_settings
+from binlake.storage.lock import lock_state_folder
 
 SECRET = "pa$$-w0rd-never-printed"
 BASE = """
@@ -63,7 +65,9 @@ def test_relative_paths_are_relative_to_the_config_file(tmp_path: Path) -> None:
     assert config.state.relay_dir == tmp_path / "binlake-state" / "relay"
     assert config.state.source_state_path.name == "source.state"
     assert config.state.checkpoint_path.name == "relay.checkpoint"
-    assert config.state.lock_path.name == "lock"
+    with lock_state_folder(config.state.dir) as lock:  # the state folder's lock is <dir>/lock
+        assert lock.path.name == "lock"
+        assert lock.path.parent == config.state.dir
 
 
 BAD_VALUES = [
@@ -245,7 +249,7 @@ def test_the_password_variable_itself_may_use_the_binlake_prefix(tmp_path: Path)
 
 def test_the_password_appears_in_no_repr_str_or_error(tmp_path: Path) -> None:
     config = load(tmp_path, BASE)
-    settings = config.source.connection_settings()
+    settings = connection_settings(config.source)
     assert settings.password == SECRET
     for text in (repr(config), str(config), repr(config.source), repr(settings), str(settings)):
         assert SECRET not in text

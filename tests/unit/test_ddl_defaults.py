@@ -9,12 +9,12 @@ from decimal import Decimal
 
 import pytest
 
-from binlake.apply.ddl_defaults import StatementContext, existing_rows_value
-from binlake.apply.ddl_parse import AddColumnClause, AlterTable, parse_ddl
-from binlake.apply.ddl_temporal import MODE_TIME_ROUND_FRACTIONAL, StatementTime
-from binlake.apply.ddl_types import lake_column_of
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.query_status import QueryStatus
+from binlake.ddl.defaults import StatementContext, existing_rows_value
+from binlake.ddl.parse import AddColumnClause, AlterTable, parse_ddl
+from binlake.ddl.temporal import MODE_TIME_ROUND_FRACTIONAL, StatementTime
+from binlake.ddl.types import lake_column_of
 from binlake.errors import UnsupportedDefaultError
 
 #: 2026-11-21 21:25:18.233733 UTC, the session at +05:00.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.apply.ddl_parse import (
+from binlake.ddl.parse import (
     AddColumnClause,
     AlterTable,
     ChangeColumnClause,

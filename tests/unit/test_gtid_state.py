@@ -6,12 +6,7 @@ import uuid
 
 import pytest
 
-from binlake.source.gtid_state import (
-    MariaGtid,
-    MariaGtidState,
-    MysqlGtidSet,
-    parse_server_gtid_state,
-)
+from binlake.gtid import MariaGtid, MariaGtidState, MysqlGtidSet, parse_server_gtid_state
 
 SID = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
 SID2 = "4e11fa47-71ca-11e1-9e33-c80aa9429562"

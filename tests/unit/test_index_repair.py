@@ -8,9 +8,9 @@ import pytest
 
 from binlake.binlog.constants import MAGIC
 from binlake.errors import IndexFileError, NoIndexError
+from binlake.relay.writer import format_description_event
 from binlake.storage.index import LogIndex, Marker, MarkerOp, locate_index, read_index
 from binlake.storage.recovery import recover_log
-from binlake.storage.relay_log import format_description_event
 from relay_testing import (
     check_recovered_log,
     folder_hashes,

@@ -12,10 +12,10 @@ import pytest
 
 from binlake.config import SyncPolicy
 from binlake.errors import SourceConnectionLostError
+from binlake.position import SourcePosition
 from binlake.source.feed import EventFeed
 from binlake.source.policy import Backoff, SyncSchedule
 from binlake.source.progress import Progress, behind_bytes
-from binlake.source.restart import SourcePosition
 
 
 def grouped(interval_s: float = 0.05, most: int = 3) -> SyncSchedule:

@@ -19,13 +19,9 @@ from binlake.binlog.errors import ChecksumMismatchError, OrphanEventError, Trunc
 from binlake.binlog.events import XidEvent
 from binlake.binlog.format import FormatContext
 from binlake.errors import RelayLogStateError
+from binlake.position import RelayPosition
+from binlake.relay.writer import MARIADB_10_11_POST_HEADER_LENGTHS, SERVER_VERSION, RelayLogWriter
 from binlake.storage.durable import FSYNC_COUNTS
-from binlake.storage.relay_log import (
-    MARIADB_10_11_POST_HEADER_LENGTHS,
-    SERVER_VERSION,
-    RelayLogWriter,
-    RelayPosition,
-)
 from binlake.storage.tail_scan import scan_file
 from binlog_builder import MARIADB_CTX, LogBuilder
 from relay_testing import check_recovered_log, gtid_seqs, source_log, split_events

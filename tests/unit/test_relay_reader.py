@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.relay_reader import RelayReader
 from binlake.binlog.constants import EventFlag
 from binlake.binlog.events import RotateEvent
 from binlake.binlog.transactions import GroupKind
 from binlake.errors import LogCorruptionError
-from binlake.storage.relay_log import RelayLogWriter, RelayPosition
+from binlake.position import RelayPosition
+from binlake.relay.reader import RelayReader
+from binlake.relay.writer import RelayLogWriter
 from binlog_builder import LogBuilder
 from relay_testing import split_events
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.relay_scan import RelayFollower, parse_position, relay_files
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.events import MariaGtidEvent, XidEvent
 from binlake.binlog.tablemap import TableMap
 from binlake.errors import LogCorruptionError
-from binlake.source.restart import SourcePosition
+from binlake.position import SourcePosition, parse_position
+from binlake.relay.scan import RelayFollower, relay_files
 from binlog_builder import LogBuilder
 from binlog_fixtures import table_map
 from source_stream import Source, file_name, receive_into

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from binlake.cli.main import run
-from binlake.sandbox import free_port
 from binlake.storage.lock import StateLock
+from binlake_dev.sandbox import free_port
 
 CONFIG = """
 [source]

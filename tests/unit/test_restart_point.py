@@ -14,12 +14,13 @@ from binlake.binlog.constants import EventFlag
 from binlake.binlog.events import GtidListEvent, MysqlGtidEvent, PreviousGtidsEvent, XidEvent
 from binlake.binlog.format import Flavor
 from binlake.errors import LogCorruptionError
-from binlake.source.gtid_state import MariaGtidState, MysqlGtidSet
-from binlake.source.restart import EMPTY, SourcePosition, SourceTracker, derive_restart_point
+from binlake.gtid import MariaGtidState, MysqlGtidSet
+from binlake.position import SourcePosition
+from binlake.relay.restart import EMPTY, SourceTracker, derive_restart_point
+from binlake.relay.writer import RelayLogWriter
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
 from binlake.storage.recovery import recover_log
-from binlake.storage.relay_log import RelayLogWriter
 from binlog_builder import MARIADB_CTX, query
 from relay_testing import check_recovered_log, crash_leftover
 from source_stream import Source, artificial_rotate, file_name, receive_into

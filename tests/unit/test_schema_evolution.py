@@ -9,15 +9,18 @@ from dataclasses import replace
 import pytest
 
 from apply_testing import orders_map
-from binlake.apply.ddl_parse import DdlStatement, parse_ddl
-from binlake.apply.schema import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import TableMap
+from binlake.ddl.parse import DdlStatement, parse_ddl
+from binlake.errors import ConfigError, IncompatibleSchemaChangeError, UnsupportedTypeError
+from binlake.lake.schema import (
     CHANGELOG_COLUMNS,
     changelog_schema,
     is_changelog,
     plan_evolution,
     target_schema,
 )
-from binlake.apply.schema_changes import (
+from binlake.lake.schema_changes import (
     AddColumn,
     DropColumn,
     MakeColumnOptional,
@@ -27,10 +30,7 @@ from binlake.apply.schema_changes import (
     SetSourceType,
     WidenColumnType,
 )
-from binlake.apply.types import LakeSchema, lake_column, lake_schema
-from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.tablemap import TableMap
-from binlake.errors import ConfigError, IncompatibleSchemaChangeError, UnsupportedTypeError
+from binlake.typemap import LakeSchema, lake_column, lake_schema
 
 UTF8MB4 = 45
 TABLE = "`lake`.`shop`.`orders`"

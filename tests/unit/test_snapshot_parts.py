@@ -9,24 +9,24 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.canonical import VerifyColumn
-from binlake.apply.snapshot_progress import (
+from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.tablemap import real_type_and_length
+from binlake.binlog.values import column_spec
+from binlake.cli.snapshot_cmd import parse_tables
+from binlake.errors import SnapshotPlanError, UnsupportedTypeError, UsageError
+from binlake.lake.snapshot_progress import (
     SNAPSHOT,
     SnapshotProgress,
     decode_key,
     encode_key,
     progress_of,
 )
-from binlake.apply.snapshot_source import chunk_query
-from binlake.apply.types import IcebergType
-from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.tablemap import real_type_and_length
-from binlake.binlog.values import column_spec
-from binlake.cli.snapshot_cmd import parse_tables
-from binlake.errors import SnapshotPlanError, UnsupportedTypeError, UsageError
-from binlake.source.restart import SourcePosition
+from binlake.position import SourcePosition
+from binlake.snapshot.chunks import chunk_query
 from binlake.source.table_shape import ColumnInfo, table_map_from_columns
 from binlake.storage.snapshot_plan import SnapshotPlan, take_requests, write_request
+from binlake.typemap import IcebergType
+from binlake.verify.canonical import VerifyColumn
 
 pytestmark = pytest.mark.unit
 

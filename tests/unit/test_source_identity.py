@@ -9,15 +9,16 @@ import pytest
 from binlake.binlog.format import Flavor
 from binlake.config import ReplicationMode
 from binlake.errors import SourceIdentityChangedError, StateFileCorruptError
+from binlake.gtid import MariaGtidState, MysqlGtidSet
+from binlake.position import SourcePosition
+from binlake.relay.restart import EMPTY, RestartPoint
 from binlake.source.client import ServerInfo
-from binlake.source.gtid_state import MariaGtidState, MysqlGtidSet
 from binlake.source.identity import (
     SourceIdentity,
     SourceStateFile,
     identity_changed_error,
     identity_problems,
 )
-from binlake.source.restart import EMPTY, RestartPoint, SourcePosition
 from binlake.storage.shadow import ShadowStateFile
 
 UUID_A = "3e11fa47-71ca-11e1-9e33-c80aa9429562"

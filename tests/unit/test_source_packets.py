@@ -36,6 +36,7 @@ from binlake.errors import (
     SourceProtocolError,
 )
 from binlake.source import packets
+from binlake.source.event_check import EventChecker
 from binlake.source.packets import (
     MAX_PACKET_CHUNK,
     PacketEncodingError,
@@ -50,7 +51,6 @@ from binlake.source.packets import (
     mysql_session_statements,
     parse_packet_header,
 )
-from binlake.source.verify import EventChecker
 from binlake.source.wire import PacketReader
 from binlog_builder import MARIADB_CTX
 

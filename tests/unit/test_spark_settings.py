@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from binlake.apply.commit import BINLAKE_KEYS, checked_properties
-from binlake.apply.runtime import cache_root, find_java
-from binlake.apply.spark import (
+from binlake.errors import SparkSetupError, SparkStatementError
+from binlake.lake.commit import BINLAKE_KEYS, checked_properties
+from binlake.lake.runtime import cache_root, find_java
+from binlake.lake.session import (
     ICEBERG_CATALOG,
     ICEBERG_EXTENSIONS,
     SparkSettings,
     brings_own_iceberg,
     session_conf,
-    spark_error,
 )
-from binlake.errors import SparkSetupError, SparkStatementError
+from binlake.lake.spark_errors import spark_error
 
 JARS = (Path("/cache/iceberg-runtime.jar"), Path("/cache/jackson.jar"))
 

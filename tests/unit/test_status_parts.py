@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from binlake.apply.iceberg_meta import LakeSnapshot, LakeTable, find_tables, read_table
-from binlake.apply.lake_target import LakeTarget, lake_target
-from binlake.apply.relay_scan import RelayFollower
-from binlake.apply.status import SourceStatus, bytes_between, table_status
 from binlake.config import load_config
-from binlake.source.restart import SourcePosition
+from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable, find_tables, read_table
+from binlake.lake.target import LakeTarget, lake_target
+from binlake.position import SourcePosition
+from binlake.relay.scan import RelayFollower
+from binlake.verify.status import SourceStatus, bytes_between, table_status
 
 FILES = (("mariadb-bin.000001", 1000), ("mariadb-bin.000002", 500), ("mariadb-bin.000003", 300))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from binlake.apply.ddl_parse import DdlStatement, parse_ddl
-from binlake.apply.table_actions import (
+from binlake.ddl.parse import DdlStatement, parse_ddl
+from binlake.lake.table_actions import (
     ClaimTableName,
     DeleteAllRows,
     DropLakeTable,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binlake.apply.iceberg_meta import LakeSnapshot, LakeTable
-from binlake.apply.relay_scan import RelayFollower, RelayTransaction
-from binlake.apply.verify_plan import Exact, Retry, Unknown, Wait, decide
-from binlake.source.restart import SourcePosition
+from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
+from binlake.position import SourcePosition
+from binlake.relay.scan import RelayFollower, RelayTransaction
+from binlake.verify.plan import Exact, Retry, Unknown, Wait, decide
 
 FILE = "mariadb-bin.000001"
 TABLE = "shop.orders"

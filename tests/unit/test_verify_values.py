@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from binlake.apply.canonical import (
+from binlake.typemap import IcebergType as T
+from binlake.verify.canonical import (
     VerifyColumn,
     encode,
     exact_decimal,
@@ -23,8 +24,7 @@ from binlake.apply.canonical import (
     source_converter,
     source_expression,
 )
-from binlake.apply.types import IcebergType as T
-from binlake.apply.verify_compare import KeyedComparison, MultisetComparison
+from binlake.verify.compare import KeyedComparison, MultisetComparison
 
 UTC = dt.UTC
 

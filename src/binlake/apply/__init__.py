@@ -1,6 +1,6 @@
-"""The applier: Spark and Iceberg. The only package that imports pyspark (and py4j).
+"""The applier: relay log -> batches -> Iceberg, exactly once per table (``binlake replicate``).
 
-``runtime`` (the Iceberg jars, no pyspark import), ``spark`` (sessions), ``commit`` (statements
-whose snapshots carry binlake's position), ``types`` (the type mapping), ``ddl`` (table DDL),
-``frames`` (Arrow tables as DataFrames).
+``plan`` (relay groups classified, batches bounded), ``batch_apply`` (one batch committed to
+each table it changes; DDL batches), ``accounting`` (the relay-log checkpoint counts),
+``applier`` (the loop), ``replicate`` (receiver thread + applier in one process).
 """

@@ -9,7 +9,7 @@ Iceberg's commit properties live in a Java thread-local). At start (design "Reco
    lost a tail the applier had applied (WL#4621): the receiver fetches from the relay end
    anyway, and the table skips, by position, what it has. This is logged;
 4. tables owed a snapshot (a new state folder, a crash mid-snapshot, ``binlake snapshot``)
-   are copied first (``binlake.apply.snapshot``); each then holds the position streaming
+   are copied first (``binlake.snapshot.copier``); each then holds the position streaming
    replays it from;
 5. reading starts at the recorded checkpoint (MDEV-181), and each table applies only the
    transactions after its applied position.
@@ -33,27 +33,27 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier
-from binlake.apply.console import MB, Console
-from binlake.apply.lake import Lake
-from binlake.apply.lake_target import LakeTarget
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
-from binlake.apply.relay_reader import INDEX_NAME, RelayGroup, RelayReader
-from binlake.apply.snapshot_runner import SnapshotRunner
-from binlake.apply.source_hints import SourceHints
 from binlake.config import Config
+from binlake.console import MB, Console
 from binlake.crashpoints import crash_point
 from binlake.errors import SourcePositionLostError
+from binlake.lake.session import SparkSession
+from binlake.lake.tables import Lake
+from binlake.lake.target import LakeTarget
 from binlake.metrics import LAG_BYTES, LAG_SECONDS, ROWS_APPLIED, TRANSACTIONS_APPLIED, Metrics
-from binlake.source.handoff import RelayProgress, RelayState, relay_key
-from binlake.source.restart import SourcePosition
+from binlake.position import RelayPosition, SourcePosition, at_or_before, before, earliest
+from binlake.relay import INDEX_NAME
+from binlake.relay.handoff import RelayProgress, RelayState
+from binlake.relay.reader import RelayGroup, RelayReader
+from binlake.snapshot.runner import SnapshotRunner
+from binlake.source.hints import SourceHints
+from binlake.source.settings import connection_settings
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
 from binlake.storage.index import LogIndex
-from binlake.storage.relay_log import RelayPosition
-from binlake.storage.warehouse_sync import warehouse_sync_for
+from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
 
 #: Longest wait for the relay log before the loop looks at the stop flag and the clocks.
 POLL_S = 0.25
@@ -74,6 +74,18 @@ class ApplyResult:
     purged: int = 0
 
 
+@dataclass
+class _Session:
+    """What the applier builds once the relay log is recovered (``Applier._start``)."""
+
+    #: The relay-log checkpoint counts (MDEV-181) and the DDL holds.
+    accounting: RelayAccounting
+    batches: BatchApplier
+    reader: RelayReader
+    #: fsyncs the local warehouse before each checkpoint record.
+    warehouse_sync: WarehouseSync
+
+
 class Applier:
     def __init__(
         self,
@@ -92,7 +104,7 @@ class Applier:
         self.metrics = metrics
         self._stop = threading.Event()
         self.result = ApplyResult(commits=Counter(), zero_dates=Counter())
-        self._hints = SourceHints(config.source.connection_settings())
+        self._hints = SourceHints(connection_settings(config.source))
         self.lake = Lake(
             spark,
             target,
@@ -104,9 +116,7 @@ class Applier:
         self._builder = BatchBuilder(
             Bounds(applier.max_transactions, applier.max_bytes, applier.max_seconds)
         )
-        self._accounting: RelayAccounting | None = None
-        self._batches: BatchApplier | None = None
-        self._reader: RelayReader | None = None
+        self._session: _Session | None = None
         self._next_batch = 1
         self._applied_relay: RelayPosition | None = None
         self._last_timestamp: int | None = None
@@ -147,14 +157,16 @@ class Applier:
         self._next_batch = applied.max_batch + 1
         restart = state.restart.position if state.restart is not None else None
         if restart is None and applied.positions:
-            self._gap_check = min(applied.positions.items(), key=lambda item: item[1].key())
+            first = earliest(applied.positions.values())
+            table = next(t for t, p in applied.positions.items() if p == first)
+            self._gap_check = (table, first)
             self.console.message(
                 "apply",
                 f"the relay log starts empty; {len(applied.positions)} tables skip by position "
                 "what they already hold (a snapshot, or an earlier state folder)",
             )
         for table, position in sorted(applied.positions.items()):
-            if restart is not None and position.key() > restart.key():
+            if restart is not None and before(restart, position):
                 self.console.message(
                     "apply",
                     f"relay log lost a tail already applied to {table} (at {position}); "
@@ -164,18 +176,19 @@ class Applier:
         record = CheckpointRecord(self.config.state.checkpoint_path)
         start = scan_start(record, self._index().names())
         # The checkpoint moves only once the lake's files it moves past are fsynced.
-        self._warehouse_sync = warehouse_sync_for(self.target, unsynced_since=record.written_ns())
-        self._accounting = accounting = RelayAccounting(
-            CheckpointTracker(record, [start], before_record=self._warehouse_sync.sync)
+        warehouse_sync = warehouse_sync_for(self.target, unsynced_since=record.written_ns())
+        accounting = RelayAccounting(
+            CheckpointTracker(record, [start], before_record=warehouse_sync.sync)
         )
-        self._batches = BatchApplier(
+        batches = BatchApplier(
             self.lake,
             selected=self.target.selected,
             on_drop=self.config.tables.on_drop,
             holds=accounting.holds,
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
         )
-        self._reader = RelayReader(self.config.state.relay_dir, start)
+        reader = RelayReader(self.config.state.relay_dir, start)
+        self._session = _Session(accounting, batches, reader, warehouse_sync)
         self.console.message(
             "apply",
             f"reading the relay log from {start} (checkpoint); {len(applied.positions)} tables "
@@ -187,7 +200,7 @@ class Applier:
     def _snapshot_first(self, state: RelayState) -> None:
         """Tables owed a snapshot are copied before streaming applies anything: all of
         them on a new state folder (the relay log was empty), else those left in the plan by
-        a crash or asked for by ``binlake snapshot`` (binlake.apply.snapshot_runner)."""
+        a crash or asked for by ``binlake snapshot`` (binlake.snapshot.runner)."""
         runner = self._snapshots
         positions = self.lake.read_applied().positions
         empty_relay = state.restart is not None and state.restart.position is None
@@ -207,17 +220,21 @@ class Applier:
         if not self._snapshots.take_requests():
             return
         self._apply_all(self._builder.flush())
-        with self._warehouse_sync.committing():
+        with self._started().warehouse_sync.committing():
             self._snapshots.run()
 
+    def _started(self) -> _Session:
+        session = self._session
+        assert session is not None, "the applier has not started"
+        return session
+
     def _loop(self) -> None:
-        reader = self._reader
-        assert reader is not None
+        reader = self._started().reader
         while not self._stop.is_set():
             state = self.relay.wait_past(reader.position, self._wait_s())
             if state.durable is not None:
                 for group in reader.read(state.durable):
-                    self._take(group)
+                    self._batch_group(group)
                     if self._stop.is_set():
                         return  # the open batch is abandoned: read again at the next start
                 if self._gap_check is not None and reader.source_position is not None:
@@ -226,9 +243,7 @@ class Applier:
                 self._apply_all(self._builder.flush())
             self._snapshot_requested()
             self._report(state)
-            caught_up = state.durable is None or relay_key(reader.position) >= relay_key(
-                state.durable
-            )
+            caught_up = state.durable is None or at_or_before(state.durable, reader.position)
             if state.finished and caught_up:
                 self._apply_all(self._builder.flush())
                 self._report(state, force=True)
@@ -243,9 +258,10 @@ class Applier:
         left = batch.started + self._builder.bounds.max_seconds - time.monotonic()
         return max(0.0, min(POLL_S, left))
 
-    def _take(self, group: RelayGroup) -> None:
-        accounting = self._accounting
-        assert accounting is not None
+    def _batch_group(self, group: RelayGroup) -> None:
+        """Count ``group`` for the checkpoint and add it to the open batch (applying the
+        batches it completes)."""
+        accounting = self._started().accounting
         if self._gap_check is not None and group.position is not None:
             self._check_no_gap(group.position)
         unit = classify(group, self.target.selected)
@@ -260,7 +276,7 @@ class Applier:
         assert self._gap_check is not None
         table, applied = self._gap_check
         self._gap_check = None
-        if applied.file != first.file and applied.key() < first.key():
+        if applied.file != first.file and before(applied, first):
             raise SourcePositionLostError(
                 f"the relay log was empty and the source's oldest binlog starts at {first}, "
                 f"after {table}'s applied position {applied}: the transactions between are "
@@ -277,10 +293,10 @@ class Applier:
     def _apply(self, batch: Batch) -> None:
         number = self._next_batch
         self._next_batch += 1
-        assert self._batches is not None and self._accounting is not None
-        with self._warehouse_sync.committing():
-            result = self._batches.apply(batch, number)
-        self._accounting.on_batch_done(batch, result.held)
+        session = self._started()
+        with session.warehouse_sync.committing():
+            result = session.batches.apply(batch, number)
+        session.accounting.on_batch_done(batch, result.held)
         for line in result.messages:
             self.console.message("apply", line)
         self._account(batch, result.committed)
@@ -288,8 +304,8 @@ class Applier:
         self._report(self.relay.state())
 
     def _release_holds(self, table: str) -> None:
-        if self._accounting is not None:
-            self._accounting.holds.release(table)
+        if self._session is not None:
+            self._session.accounting.holds.release(table)
 
     def _account(self, batch: Batch, committed: Counter[str]) -> None:
         out = self.result
@@ -312,8 +328,7 @@ class Applier:
 
     def _purge(self) -> None:
         """Remove relay files strictly older than the recorded checkpoint (MDEV-181)."""
-        assert self._accounting is not None
-        tracker = self._accounting.tracker
+        tracker = self._started().accounting.tracker
         recorded = tracker.recorded_checkpoint
         index = self._index()
         names = index.names()
@@ -348,10 +363,11 @@ class Applier:
 
     def _behind_bytes(self, durable: RelayPosition | None) -> int:
         """Relay-log bytes durable but not yet applied."""
+        session = self._session
         applied = self._applied_relay or (
-            RelayPosition(self._reader.position.file, 0) if self._reader else None
+            RelayPosition(session.reader.position.file, 0) if session is not None else None
         )
-        if durable is None or applied is None or relay_key(applied) >= relay_key(durable):
+        if durable is None or applied is None or at_or_before(durable, applied):
             return 0
         if applied.file == durable.file:
             return durable.offset - applied.offset

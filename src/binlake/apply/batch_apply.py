@@ -14,7 +14,7 @@ applied at once (``Lake.alter``): the schema evolved from the statement, then on
 ALTER's position, the backfill of the values the ALTER gave the table's rows (no row event
 carries them) or an empty append; so a table whose last change is an ALTER has that position,
 and a restart after a crash before that commit reads the ALTER again (crash safety: see
-``binlake.apply.lake``). An ALTER whose types the statement alone cannot place becomes
+``binlake.lake.tables``). An ALTER whose types the statement alone cannot place becomes
 *pending* on its table (``Lake.prepare`` evolves the schema at the table's next TABLE_MAP, the
 truth about the columns, and backfills then); its relay-log transaction stays counted in the
 checkpoint until then (``held``), so that a restart reads it again. TRUNCATE, DROP, RENAME and
@@ -30,34 +30,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from binlake.apply.accounting import DdlHolds
-from binlake.apply.changes import ChangeLog, KeyedChanges
-from binlake.apply.commit import BATCH, GTID, POSITION, RELAY
-from binlake.apply.ddl_defaults import StatementContext
-from binlake.apply.ddl_parse import parse_ddl
-from binlake.apply.ddl_statements import AlterTable, DdlStatement, RenameTables
-from binlake.apply.lake import Lake, LakeTable
-from binlake.apply.plan import Batch, TableRows, Unit, UnitKind, is_new_for
-from binlake.apply.spark import spark_errors
-from binlake.apply.table_actions import (
-    DROPPED_AT_PROPERTY,
-    ClaimTableName,
-    DeleteAllRows,
-    DropLakeTable,
-    KeepDroppedTable,
-    RenameLakeTable,
-    TableAction,
-    run_table_action,
-    table_actions,
-    table_exists,
-)
-from binlake.apply.types import ZeroDateCounts, row_converter
+from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
 from binlake.binlog.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.rows import decode_rows
 from binlake.config import OnDrop
 from binlake.crashpoints import crash_point
-from binlake.source.restart import SourcePosition
+from binlake.ddl.defaults import StatementContext
+from binlake.ddl.parse import parse_ddl
+from binlake.ddl.statements import AlterTable, DdlStatement, RenameTables
+from binlake.lake.changes import ChangeLog, KeyedChanges
+from binlake.lake.commit import BATCH, GTID, POSITION, RELAY
+from binlake.lake.table_actions import (
+    ClaimTableName,
+    DeleteAllRows,
+    DropLakeTable,
+    KeepDroppedTable,
+    RenameLakeTable,
+    TableAction,
+    is_kept_dropped,
+    run_table_action,
+    table_actions,
+    table_exists,
+)
+from binlake.lake.tables import Lake, LakeTable
+from binlake.position import SourcePosition, is_new_for
+from binlake.typemap import ZeroDateCounts, row_converter
 
 Changes = KeyedChanges | ChangeLog
 #: Client charsets whose statement text reads the same as UTF-8.
@@ -113,7 +112,7 @@ class BatchApplier:
         per_table: dict[str, tuple[LakeTable, Changes]] = {}
         for unit in batch.units:
             if unit.kind is UnitKind.ROWS:
-                self._take(unit, per_table)
+                self._collect(unit, per_table)
         result = BatchResult()
         crash_point("apply_before_commit")
         todo = [(table, changes) for table, changes in per_table.values() if len(changes)]
@@ -125,7 +124,7 @@ class BatchApplier:
         crash_point("apply_after_commits")
         return result
 
-    def _take(self, unit: Unit, per_table: dict[str, tuple[LakeTable, Changes]]) -> None:
+    def _collect(self, unit: Unit, per_table: dict[str, tuple[LakeTable, Changes]]) -> None:
         position = unit.position
         for rows in unit.rows:
             table = self.lake.table(rows.table_map.qualified_name)
@@ -239,12 +238,10 @@ class BatchApplier:
     ) -> None:
         lake = self.lake
         new_name = lake.target.lake_table(action.new)
-        if table_exists(lake.spark, new_name) and not _dropped(lake, new_name):
+        if table_exists(lake.spark, new_name) and not is_kept_dropped(lake.spark, new_name):
             # Renamed before a crash; a table of the old name is a replay's re-creation.
-            old_name = lake.target.lake_table(action.old)
-            if table_exists(lake.spark, old_name):
-                with spark_errors(f"DROP TABLE {old_name}", action.old):
-                    lake.spark.sql(f"DROP TABLE {old_name}")
+            if table_exists(lake.spark, lake.target.lake_table(action.old)):
+                lake.drop(action.old)
                 result.messages.append(
                     f"{action.old} -> {action.new} was renamed before a restart; dropped "
                     f"the copy of {action.old} the restart re-created"
@@ -286,16 +283,6 @@ def _log(
         changes.insert(new, at)
     elif old is not None:
         changes.delete(old, at)
-
-
-def _dropped(lake: Lake, name: str) -> bool:
-    """Whether the Iceberg table ``name`` is a kept copy of a dropped table."""
-    statement = f"SHOW TBLPROPERTIES {name} ('{DROPPED_AT_PROPERTY}')"
-    with spark_errors(statement, name):
-        rows = lake.spark.sql(statement).collect()
-    return any(
-        row["key"] == DROPPED_AT_PROPERTY and "does not have" not in row["value"] for row in rows
-    )
 
 
 def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementContext, AlterTable]:

@@ -18,29 +18,29 @@ unit ends the batch before it and is a batch alone, and so does a table whose TA
 changes inside a batch (the rows before and after it have different shapes).
 
 A transaction T is applied to table X iff T touches X and T's source position is after X's
-applied position (``is_new_for``): positions are the source's (file, end offset), stable
-across refetches; each table's applied position is the one its newest binlake snapshot
-carries.
+applied position (``binlake.position.is_new_for``): positions are the source's (file, end
+offset), stable across refetches; each table's applied position is the one its newest binlake
+snapshot carries.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from binlake.apply.ddl_parse import parse_ddl
-from binlake.apply.ddl_statements import DdlStatement, DropDatabase
-from binlake.apply.relay_reader import RelayGroup
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import GroupKind
+from binlake.ddl.parse import parse_ddl
+from binlake.ddl.statements import DdlStatement, DropDatabase
 from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError
-from binlake.source.restart import SourcePosition
+from binlake.lake.schema import shape
+from binlake.position import SourcePosition
+from binlake.relay.reader import RelayGroup
 
 Selected = Callable[[str], bool]
 
@@ -103,11 +103,6 @@ class Unit:
     def is_transaction(self) -> bool:
         """Counts for the relay-log checkpoint (MDEV-181): every group but a control event."""
         return self.group.group.is_transaction
-
-
-def is_new_for(position: SourcePosition, applied: SourcePosition | None) -> bool:
-    """Whether a transaction ending at ``position`` is not yet in a table at ``applied``."""
-    return applied is None or position.key() > applied.key()
 
 
 # ---- classifying groups -------------------------------------------------------------------------
@@ -249,11 +244,6 @@ class Batch:
     @property
     def transactions(self) -> int:
         return sum(1 for u in self.units if u.is_transaction)
-
-
-def shape(table_map: TableMap) -> TableMap:
-    """A TABLE_MAP without what changes while the table does not (its id, its flags)."""
-    return dataclasses.replace(table_map, table_id=0, flags=0)
 
 
 class BatchBuilder:

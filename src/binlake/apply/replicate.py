@@ -19,19 +19,18 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
-
 from binlake.apply.applier import Applier, ApplyResult
-from binlake.apply.console import Console, ReceiverProgress
-from binlake.apply.lake_target import LakeTarget, lake_target
-from binlake.apply.spark import SparkSettings, build_session, stop_session
 from binlake.config import Config
+from binlake.console import Console, ReceiverProgress
+from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
+from binlake.lake.target import lake_target
 from binlake.metrics import Metrics, MetricsServer
-from binlake.source.handoff import RelayProgress
+from binlake.relay.handoff import RelayProgress
 from binlake.source.receiver import Receiver, ReceiveResult
-from binlake.storage.durable import raise_os_error
-from binlake.storage.lock import StateLock
+from binlake.storage.lock import lock_state_folder
 
+#: The Spark application name of `binlake replicate`.
+APP_NAME = "binlake-replicate"
 #: Longest wait for the receiver's thread to end after a stop.
 RECEIVER_JOIN_S = 30.0
 
@@ -40,16 +39,6 @@ RECEIVER_JOIN_S = 30.0
 class ReplicateResult:
     applied: ApplyResult
     received: ReceiveResult | None
-
-
-def spark_settings(config: Config, target: LakeTarget) -> SparkSettings:
-    return SparkSettings(
-        master=config.spark.master,
-        app_name="binlake-replicate",
-        warehouse=target.warehouse,
-        catalog=target.catalog,
-        conf=dict(config.spark.conf),
-    )
 
 
 class Replicator:
@@ -92,12 +81,7 @@ class Replicator:
             self._applier.request_stop()
 
     def run(self) -> ReplicateResult:
-        state_dir = self.config.state.dir
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise_os_error(exc, state_dir, "creating the state folder")
-        with StateLock.acquire(state_dir), self._metrics_server():
+        with lock_state_folder(self.config.state.dir), self._metrics_server():
             thread = threading.Thread(target=self._receive, name="binlake-receiver", daemon=True)
             thread.start()
             try:
@@ -128,7 +112,7 @@ class Replicator:
         if state.durable is None and state.error is not None:
             raise state.error
         own = self._spark is None
-        spark = self._spark or build_session(spark_settings(self.config, self.target))
+        spark = self._spark or build_session(spark_settings(self.target, APP_NAME))
         try:
             applier = self._applier = Applier(
                 self.config,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ChecksumAlg, EventType
+from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ROWS_TYPES, ChecksumAlg, EventType
 from binlake.binlog.errors import ChecksumMismatchError, InvalidEventError
 from binlake.binlog.events import ControlPayload, decode_control, encode_control
 from binlake.binlog.format import (
@@ -22,23 +22,6 @@ from binlake.binlog.rows import RowsEvent, decode_rows_event, encode_rows_event
 from binlake.binlog.tablemap import TableMap, decode_table_map, encode_table_map
 
 Payload = ControlPayload | FormatContext | TableMap | RowsEvent
-
-ROWS_TYPES = frozenset(
-    {
-        EventType.WRITE_ROWS_V1,
-        EventType.UPDATE_ROWS_V1,
-        EventType.DELETE_ROWS_V1,
-        EventType.WRITE_ROWS_V2,
-        EventType.UPDATE_ROWS_V2,
-        EventType.DELETE_ROWS_V2,
-        EventType.WRITE_ROWS_COMPRESSED_V1,
-        EventType.UPDATE_ROWS_COMPRESSED_V1,
-        EventType.DELETE_ROWS_COMPRESSED_V1,
-        EventType.WRITE_ROWS_COMPRESSED,
-        EventType.UPDATE_ROWS_COMPRESSED,
-        EventType.DELETE_ROWS_COMPRESSED,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +40,6 @@ class BinlogEvent:
     @property
     def type_name(self) -> str:
         return self.header.type_name
-
-
-def checksum_alg_of_fde(event: bytes | memoryview) -> int:
-    """The checksum algorithm a FORMAT_DESCRIPTION declares for itself and what follows."""
-    body = memoryview(event)[HEADER_LEN:]
-    return decode_format_description(body).checksum_alg
 
 
 def verify_checksum(event: bytes | memoryview, offset: int, alg: int) -> None:

@@ -77,6 +77,53 @@ class EventType(IntEnum):
     DELETE_ROWS_COMPRESSED = 171
 
 
+#: Rows events with the version 1 post-header (8 bytes), compressed or not.
+ROWS_V1_TYPES = frozenset(
+    {
+        EventType.WRITE_ROWS_V1,
+        EventType.UPDATE_ROWS_V1,
+        EventType.DELETE_ROWS_V1,
+        EventType.WRITE_ROWS_COMPRESSED_V1,
+        EventType.UPDATE_ROWS_COMPRESSED_V1,
+        EventType.DELETE_ROWS_COMPRESSED_V1,
+    }
+)
+#: Rows events with the version 2 post-header (10 bytes), compressed or not.
+ROWS_V2_TYPES = frozenset(
+    {
+        EventType.WRITE_ROWS_V2,
+        EventType.UPDATE_ROWS_V2,
+        EventType.DELETE_ROWS_V2,
+        EventType.WRITE_ROWS_COMPRESSED,
+        EventType.UPDATE_ROWS_COMPRESSED,
+        EventType.DELETE_ROWS_COMPRESSED,
+    }
+)
+#: Every rows event binlake frames as a ``RowsEvent``.
+ROWS_TYPES = ROWS_V1_TYPES | ROWS_V2_TYPES
+#: MariaDB's compressed rows events (``log_bin_compress``).
+COMPRESSED_ROWS_TYPES = frozenset(
+    range(EventType.WRITE_ROWS_COMPRESSED_V1, EventType.DELETE_ROWS_COMPRESSED + 1)
+)
+#: Events that only ever occur inside a transaction or statement group.
+IN_GROUP_TYPES = ROWS_TYPES | frozenset(
+    {
+        EventType.QUERY,
+        EventType.QUERY_COMPRESSED,
+        EventType.TABLE_MAP,
+        EventType.ANNOTATE_ROWS,
+        EventType.ROWS_QUERY,
+        EventType.XID,
+        EventType.XA_PREPARE,
+        EventType.INTVAR,
+        EventType.RAND,
+        EventType.USER_VAR,
+        EventType.PARTIAL_UPDATE_ROWS,
+    }
+)
+#: Heartbeats: what a source sends on an idle dump; never part of a binlog file.
+HEARTBEAT_TYPES = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
+
 EVENT_TYPE_NAMES: dict[int, str] = {
     EventType.START_V3: "Start_v3",
     EventType.QUERY: "Query",

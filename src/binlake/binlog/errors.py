@@ -11,16 +11,29 @@ mariadb-binlog prints) and ``table`` (``db.table``).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, ClassVar, Self
 
 
 class BinlakeError(Exception):
-    """Base of every error binlake raises on purpose."""
+    """Base of every error binlake raises on purpose.
+
+    A subclass declares its structured fields once, as annotated class attributes with their
+    defaults (``code: int | None = None``), and writes no ``__init__``: the constructor takes
+    them as keyword arguments (an undeclared one is a ``TypeError``), and ``fields()`` reports
+    them with those of every class above it.
+    """
 
     default_hint: ClassVar[str] = "see the message above"
-    #: Structured fields a subclass adds (attributes set by its ``__init__``); ``fields()``
-    #: reports those of every class in the hierarchy, so subclasses never override it.
+    #: The structured fields the class itself declares (set from its annotations).
     extra_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        annotations = inspect.get_annotations(cls)
+        cls.extra_fields = tuple(
+            name for name, kind in annotations.items() if not _is_class_var(kind)
+        )
 
     def __init__(
         self,
@@ -31,14 +44,32 @@ class BinlakeError(Exception):
         offset: int | None = None,
         event_type: str | None = None,
         table: str | None = None,
+        **fields: Any,
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint if hint is not None else self.default_hint
         self.file = file
         self.offset = offset
         self.event_type = event_type
         self.table = table
+        declared = self.declared_fields()
+        for name, value in fields.items():
+            if name not in declared:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            setattr(self, name, value)
+        self.hint = hint if hint is not None else self._default_hint()
+
+    @classmethod
+    def declared_fields(cls) -> tuple[str, ...]:
+        """The fields the class and the classes above it declare (the base's four aside)."""
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            names += vars(klass).get("extra_fields", ())
+        return tuple(dict.fromkeys(names))
+
+    def _default_hint(self) -> str:
+        """The hint when the raiser gives none (a subclass may use its fields)."""
+        return self.default_hint
 
     def with_location(self, *, file: str | None = None, offset: int | None = None) -> Self:
         """Fill in location fields the raiser could not know (pure code knows no file name)."""
@@ -51,9 +82,7 @@ class BinlakeError(Exception):
     def fields(self) -> dict[str, Any]:
         """The structured fields that are set, for logs and JSON output."""
         out: dict[str, Any] = {"error": type(self).__name__, "message": self.message}
-        names = ["file", "offset", "event_type", "table"]
-        for cls in reversed(type(self).__mro__):
-            names += vars(cls).get("extra_fields", ())
+        names = ["file", "offset", "event_type", "table", *self.declared_fields()]
         for name in dict.fromkeys(names):
             value = getattr(self, name, None)
             if value is not None:
@@ -73,6 +102,11 @@ class BinlakeError(Exception):
             where.append(f"table {self.table}")
         prefix = f"{', '.join(where)}: " if where else ""
         return f"{prefix}{self.message}"
+
+
+def _is_class_var(annotation: object) -> bool:
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return text.startswith(("ClassVar", "typing.ClassVar"))
 
 
 class BinlogFormatError(BinlakeError):

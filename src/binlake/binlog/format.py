@@ -6,7 +6,14 @@ import struct
 from dataclasses import dataclass
 from enum import Enum
 
-from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, ChecksumAlg, EventType
+from binlake.binlog.constants import (
+    CHECKSUM_LEN,
+    HEADER_LEN,
+    ROWS_V1_TYPES,
+    ROWS_V2_TYPES,
+    ChecksumAlg,
+    EventType,
+)
 from binlake.binlog.errors import InvalidEventError
 
 _FDE_FIXED = struct.Struct("<H50sIB")
@@ -28,25 +35,15 @@ DEFAULT_POST_HEADER_LENGTHS: dict[int, int] = {
     EventType.BEGIN_LOAD_QUERY: 4,
     EventType.EXECUTE_LOAD_QUERY: 26,
     EventType.TABLE_MAP: 8,
-    EventType.WRITE_ROWS_V1: 8,
-    EventType.UPDATE_ROWS_V1: 8,
-    EventType.DELETE_ROWS_V1: 8,
     EventType.INCIDENT: 2,
-    EventType.WRITE_ROWS_V2: 10,
-    EventType.UPDATE_ROWS_V2: 10,
-    EventType.DELETE_ROWS_V2: 10,
     EventType.MYSQL_GTID: 42,
     EventType.ANONYMOUS_GTID: 42,
     EventType.BINLOG_CHECKPOINT: 4,
     EventType.MARIADB_GTID: 19,
     EventType.GTID_LIST: 4,
     EventType.QUERY_COMPRESSED: 13,
-    EventType.WRITE_ROWS_COMPRESSED_V1: 8,
-    EventType.UPDATE_ROWS_COMPRESSED_V1: 8,
-    EventType.DELETE_ROWS_COMPRESSED_V1: 8,
-    EventType.WRITE_ROWS_COMPRESSED: 10,
-    EventType.UPDATE_ROWS_COMPRESSED: 10,
-    EventType.DELETE_ROWS_COMPRESSED: 10,
+    **dict.fromkeys(ROWS_V1_TYPES, 8),
+    **dict.fromkeys(ROWS_V2_TYPES, 10),
 }
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import Literal
 
-from binlake.binlog.constants import EventType, event_type_name
+from binlake.binlog.constants import COMPRESSED_ROWS_TYPES, EventType, event_type_name
 from binlake.binlog.errors import BinlakeError, InvalidEventError, UnsupportedTypeError
 from binlake.binlog.format import FormatContext
 from binlake.binlog.rowcodec import (
@@ -58,9 +58,6 @@ _TYPES: dict[int, tuple[Kind, int]] = {
     EventType.DELETE_ROWS_V2: ("delete", 2),
 }
 _CODES = {value: code for code, value in _TYPES.items()}
-_COMPRESSED = frozenset(
-    range(EventType.WRITE_ROWS_COMPRESSED_V1, EventType.DELETE_ROWS_COMPRESSED + 1)
-)
 
 
 class RowsFlag(IntFlag):
@@ -103,7 +100,7 @@ def decode_rows_event(
 ) -> RowsEvent:
     """Decode a rows event body (after the common header, CRC trailer removed)."""
     name = event_type_name(type_code)
-    if type_code in _COMPRESSED:
+    if type_code in COMPRESSED_ROWS_TYPES:
         raise UnsupportedTypeError(
             f"{name} events (MariaDB binlog compression) are not supported",
             hint="set log_bin_compress=OFF on the source; events written since then are plain",

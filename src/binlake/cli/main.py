@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from binlake import __version__
 from binlake.cli import (
     binlog_cmd,
+    check_source_cmd,
     receive_cmd,
     replicate_cmd,
     snapshot_cmd,
-    source_cmd,
     status_cmd,
     verify_cmd,
 )
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     binlog_cmd.register(commands)
-    source_cmd.register(commands)
+    check_source_cmd.register(commands)
     receive_cmd.register(commands)
     replicate_cmd.register(commands)
     snapshot_cmd.register(commands)

@@ -1,4 +1,4 @@
-"""`binlake snapshot --tables db.t1,db.t2`: copy tables again (binlake.apply.snapshot_command).
+"""`binlake snapshot --tables db.t1,db.t2`: copy tables again (binlake.snapshot.command).
 
 The remedy for tables whose source position was lost, or whose lake copy is in doubt. With a
 replicator running on the same state folder, the copy is handed to it and this returns at once.
@@ -46,8 +46,8 @@ def parse_tables(text: str) -> list[str]:
 def run_snapshot(args: argparse.Namespace) -> int:
     tables = parse_tables(args.tables)
     config = load_config(args.config)
-    from binlake.apply.console import Console
-    from binlake.apply.snapshot_command import snapshot_tables
+    from binlake.console import Console
+    from binlake.snapshot.command import snapshot_tables
 
     console = Console(interval_s=config.receiver.progress_interval_s)
     try:

@@ -1,6 +1,6 @@
 """`binlake status`: source position, relay end, checkpoint, per-table applied position and lag,
 relay size on disk. Read-only: it takes no lock and runs no recovery, so it works beside a
-running `binlake replicate`. ``--json`` prints one object (``binlake.apply.status.status_json``,
+running `binlake replicate`. ``--json`` prints one object (``binlake.verify.status.status_json``,
 a stable interface).
 
 Spark starts only for a catalog other than the embedded one (whose metadata files are read
@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from binlake.apply.lake_target import LakeTarget, lake_target
-from binlake.apply.status import StatusReport, TableStatus, collect_status, status_json
 from binlake.config import load_config
+from binlake.lake.target import LakeTarget, lake_target
+from binlake.verify.status import StatusReport, TableStatus, collect_status, status_json
 
 if TYPE_CHECKING:
-    from binlake.apply.iceberg_meta import LakeTable
+    from binlake.lake.iceberg_meta import LakeTable
 
 #: `status` exit code when it printed its report but some state it reads is damaged
 #: (EX_DATAERR, as for a damaged log file).
@@ -74,9 +74,8 @@ def state_problems(report: StatusReport) -> list[str]:
 
 def _spark_tables(target: LakeTarget) -> list[LakeTable]:
     """Tables of a non-embedded catalog, through a Spark session started for this."""
-    from binlake.apply.lake_catalog import spark_lake_tables
-    from binlake.apply.spark import build_session, stop_session
-    from binlake.apply.verify import spark_settings
+    from binlake.lake.catalog import spark_lake_tables
+    from binlake.lake.session import build_session, spark_settings, stop_session
 
     spark = build_session(spark_settings(target, "binlake-status"))
     try:

@@ -20,7 +20,7 @@ from binlake.config import load_config
 from binlake.errors import UsageError, exit_code_for
 
 if TYPE_CHECKING:
-    from binlake.apply.verify import TableResult, VerifyReport
+    from binlake.verify.verifier import TableResult, VerifyReport
 
 EXIT_DIFFERENT = 1
 JSON_VERSION = 1
@@ -75,7 +75,7 @@ def parse_tables(text: str | None) -> tuple[str, ...] | None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from binlake.apply.verify import VerifyOptions, verify_config
+    from binlake.verify.verifier import VerifyOptions, verify_config
 
     if args.max_differences < 0 or not args.timeout > 0:
         raise UsageError("--max-differences must be >= 0 and --timeout > 0")

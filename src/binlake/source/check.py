@@ -16,7 +16,8 @@ import re
 from dataclasses import dataclass
 
 from binlake.binlog.format import Flavor
-from binlake.source.client import ConnectionSettings, ServerInfo, SourceConnection
+from binlake.source.client import ServerInfo, SourceConnection
+from binlake.source.settings import ConnectionSettings
 
 #: (variable, the value binlake needs) in the order problems are reported.
 REQUIRED_SETTINGS = (

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, Self, cast
 
@@ -35,7 +35,8 @@ from binlake.binlog.format import Flavor, flavor_of
 from binlake.errors import SourceConfigError, SourceError
 from binlake.source import packets
 from binlake.source.errmap import map_dump_error, map_pymysql_error
-from binlake.source.verify import EventChecker
+from binlake.source.event_check import EventChecker
+from binlake.source.settings import ConnectionSettings, connect_args
 from binlake.source.wire import PacketReader, send_packet
 
 #: Timeout of the SQL statements around the dump (SHOW BINARY LOGS on a big server is slow).
@@ -64,47 +65,6 @@ SERVER_VARIABLES = (
     "max_binlog_size",
     "version_comment",
 )
-
-
-@dataclass(frozen=True)
-class ConnectionSettings:
-    """How to reach the source; ``server_id`` is ours, for COM_REGISTER_SLAVE (unique among the
-    source's replicas). TLS is used when ``ssl_ca``, ``ssl_cert`` or ``ssl_key`` is set."""
-
-    host: str
-    port: int
-    user: str
-    password: str = field(repr=False)
-    server_id: int
-    connect_timeout_s: float = 10.0
-    #: ``@master_heartbeat_period``: the source sends a heartbeat after this long idle; a peer
-    #: silent for twice as long is dead.
-    heartbeat_period_s: float = 5.0
-    ssl_ca: str | None = None
-    ssl_cert: str | None = None
-    ssl_key: str | None = None
-    ssl_verify: bool = True
-
-    def __post_init__(self) -> None:
-        if not 0 < self.port < 65536:
-            raise ValueError(f"port {self.port} is not a TCP port")
-        if not 0 < self.server_id <= 0xFFFFFFFF:
-            raise ValueError(f"server_id {self.server_id} must be in 1..4294967295")
-        if self.connect_timeout_s <= 0 or self.heartbeat_period_s <= 0:
-            raise ValueError("connect_timeout_s and heartbeat_period_s must be positive")
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def uses_tls(self) -> bool:
-        return any(x is not None for x in (self.ssl_ca, self.ssl_cert, self.ssl_key))
-
-    @property
-    def read_timeout_s(self) -> float:
-        """No byte for this long during a dump means the connection is dead."""
-        return 2 * self.heartbeat_period_s
 
 
 @dataclass(frozen=True)
@@ -177,11 +137,11 @@ class SourceConnection:
     def open(cls, settings: ConnectionSettings) -> SourceConnection:
         """Connect and log in; unreachable host, bad login and the like raise typed errors."""
         try:
-            conn = pymysql.connect(**_connect_args(settings))
+            conn = pymysql.connect(**connect_args(settings))
         except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
             raise map_pymysql_error(exc, settings, during="connect") from exc
         try:
-            _set_query_timeouts(conn)
+            set_query_timeouts(conn)
             return cls(settings, conn)
         except BaseException:
             _force_close(conn)
@@ -380,33 +340,7 @@ class SourceConnection:
         return f"SourceConnection({self.settings.user}@{self.settings.address}, {state})"
 
 
-def _connect_args(settings: ConnectionSettings) -> dict[str, Any]:
-    args: dict[str, Any] = {
-        "host": settings.host,
-        "port": settings.port,
-        "user": settings.user,
-        "password": settings.password,
-        # PyMySQL waits for the server's greeting with read_timeout: bound the whole login
-        # by connect_timeout_s (a port that accepts but never greets must not hang for long).
-        "connect_timeout": settings.connect_timeout_s,
-        "read_timeout": settings.connect_timeout_s,
-        "write_timeout": settings.connect_timeout_s,
-        "charset": "utf8mb4",
-        "autocommit": True,
-        "program_name": "binlake",
-    }
-    if settings.uses_tls:
-        args.update(
-            ssl_ca=settings.ssl_ca,
-            ssl_cert=settings.ssl_cert,
-            ssl_key=settings.ssl_key,
-            ssl_verify_cert=settings.ssl_verify,
-            ssl_verify_identity=settings.ssl_verify,
-        )
-    return args
-
-
-def _set_query_timeouts(conn: pymysql.connections.Connection[Any]) -> None:
+def set_query_timeouts(conn: pymysql.connections.Connection[Any]) -> None:
     """After login, statements get QUERY_TIMEOUT_S (PyMySQL has no public setter; it applies
     these attributes before each read and write)."""
     raw = cast(Any, conn)

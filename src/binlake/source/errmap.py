@@ -6,7 +6,7 @@ and the server's messages do not contain it either: "using password: YES" at mos
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 import pymysql
 
@@ -19,9 +19,7 @@ from binlake.errors import (
     SourceUnreachableError,
 )
 from binlake.source.packets import ErrPacket
-
-if TYPE_CHECKING:
-    from binlake.source.client import ConnectionSettings
+from binlake.source.settings import ConnectionSettings
 
 # Server error numbers (identical in MySQL and MariaDB).
 ER_DBACCESS_DENIED = 1044

@@ -22,9 +22,9 @@ from binlake.binlog.format import Flavor
 from binlake.config import ReplicationMode
 from binlake.crashpoints import crash_point
 from binlake.errors import SourceIdentityChangedError, StateFileCorruptError
+from binlake.gtid import GtidState, parse_server_gtid_state
+from binlake.relay.restart import RestartPoint
 from binlake.source.client import ServerInfo
-from binlake.source.gtid_state import GtidState, parse_server_gtid_state
-from binlake.source.restart import RestartPoint
 from binlake.storage.shadow import ShadowStateFile
 
 PAYLOAD_VERSION = 1

@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from binlake.source.restart import SourcePosition
-from binlake.storage.index import sequence_number
+from binlake.position import SourcePosition, sequence_number
 
 TERMINAL_REFRESH_S = 0.25
 MB = 1_000_000

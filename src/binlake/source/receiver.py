@@ -4,7 +4,7 @@ One run:
 
 1. take the state folder's lock (a second process refuses, naming the first);
 2. recover the relay log (WL#5493: trim to the last complete transaction, clear IN_USE) and
-   derive the restart point from it alone (WL#4621, source/restart.py);
+   derive the restart point from it alone (WL#4621, relay/restart.py);
 3. connect; check the server's identity against ``source.state`` and the restart point
    (source/identity.py); refuse a different server unless ``--accept-new-source``;
 4. open the relay log writer (a new relay file, whose header carries the source context) and
@@ -30,16 +30,22 @@ import time
 from dataclasses import dataclass
 from enum import Enum
 
-from binlake.binlog.constants import HEADER_LEN, EventFlag, EventType
-from binlake.binlog.events import RotateEvent
+from binlake.binlog.codec import decode_event
+from binlake.binlog.constants import HEARTBEAT_TYPES, EventFlag, EventType
+from binlake.binlog.events import HeartbeatEvent, RotateEvent
 from binlake.binlog.format import Flavor
 from binlake.binlog.transactions import EventGroup
 from binlake.config import Config, ReplicationMode
 from binlake.crashpoints import crash_point
 from binlake.errors import SourceConfigError, SourceError
+from binlake.position import RelayPosition, SourcePosition, at_or_before
+from binlake.relay import INDEX_NAME
+from binlake.relay.handoff import RelayProgress
+from binlake.relay.restart import EMPTY, RestartPoint, SourceTracker
+from binlake.relay.restart import derive_restart_point as derive
+from binlake.relay.writer import RelayLogWriter
 from binlake.source.client import DumpStart, ServerInfo, SourceConnection
 from binlake.source.feed import EventFeed
-from binlake.source.handoff import RelayProgress
 from binlake.source.identity import (
     SourceIdentity,
     SourceStateFile,
@@ -49,16 +55,12 @@ from binlake.source.identity import (
 )
 from binlake.source.policy import Backoff, SyncSchedule
 from binlake.source.progress import Progress, behind_bytes
-from binlake.source.restart import EMPTY, RestartPoint, SourcePosition, SourceTracker
-from binlake.source.restart import derive_restart_point as derive
+from binlake.source.settings import connection_settings
 from binlake.storage.checkpoint import CheckpointRecord, scan_start
 from binlake.storage.index import LogIndex, index_temp_copies
-from binlake.storage.lock import StateLock
+from binlake.storage.lock import lock_state_folder
 from binlake.storage.recovery import recover_log
-from binlake.storage.relay_log import DEFAULT_BASENAME, RelayLogWriter, RelayPosition
 
-INDEX_NAME = f"{DEFAULT_BASENAME}.index"
-HEARTBEAT_TYPES = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
 #: Longest wait for the rest of an open transaction after a stop request.
 STOP_GRACE_S = 2.0
 #: Longest wait for events before the loop looks at the stop flag and the clocks again.
@@ -131,13 +133,7 @@ class Receiver:
 
     def run(self) -> ReceiveResult:
         state_dir = self.config.state.dir
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            from binlake.storage.durable import raise_os_error
-
-            raise_os_error(exc, state_dir, "creating the state folder")
-        lock = StateLock.acquire(state_dir) if self.take_lock else contextlib.nullcontext()
+        lock = lock_state_folder(state_dir) if self.take_lock else contextlib.nullcontext()
         with lock:
             # A damaged source.state is refused now, before recovery publishes the relay log:
             # an applier in the same process (replicate) would otherwise start and purge.
@@ -237,7 +233,7 @@ class Receiver:
     # ---- connecting -----------------------------------------------------------------------------
 
     def _connect(self) -> SourceConnection:
-        return SourceConnection.open(self.config.source.connection_settings())
+        return SourceConnection.open(connection_settings(self.config.source))
 
     def _first_connection(self) -> SourceConnection:
         """The run's first connection: not retried (a wrong host or password shows at once)."""
@@ -393,19 +389,15 @@ class Receiver:
 
     def _on_heartbeat(self, session: _Session, raw: bytes) -> None:
         """A heartbeat says the source has sent everything up to (its file, its log_pos)."""
-        log_pos = int.from_bytes(raw[13:17], "little")
-        name = raw[HEADER_LEN : len(raw) - 4].decode("utf-8", "replace")
-        session.heartbeat = SourcePosition(name, log_pos)
+        event = decode_event(raw, session.writer.format_context, crc_checked=True)
+        assert isinstance(event.payload, HeartbeatEvent)
+        session.heartbeat = SourcePosition(event.payload.log_file, event.header.log_pos)
         if not session.writer.in_transaction and self._reached_target(session.heartbeat):
             self._finish_caught_up(session)
 
     def _reached_target(self, position: SourcePosition | None) -> bool:
         target = self._target
-        if target is None or position is None:
-            return False
-        if position.file == target.file:
-            return position.offset >= target.offset
-        return position.key() >= target.key()
+        return target is not None and position is not None and at_or_before(target, position)
 
     def _finish_caught_up(self, session: _Session) -> None:
         self._sync(session)

@@ -30,8 +30,8 @@ from zlib import crc32
 
 from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
 from binlake.errors import SourceConnectionLostError, SourceProtocolError
+from binlake.source.event_check import CRC32_RESIDUE, EventChecker
 from binlake.source.packets import MAX_PACKET_CHUNK, OK_HEADER, PACKET_HEADER_LEN, frame_packet
-from binlake.source.verify import CRC32_RESIDUE, EventChecker
 
 DEFAULT_BUFFER_SIZE: Final = 1 << 20
 #: Compact the buffer before a read when less than this is free after the unread bytes.

@@ -22,7 +22,6 @@ harmless because each step checks the state before acting (names are never reuse
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -36,8 +35,6 @@ MARKER_SUFFIX = ".marker"
 MARKER_HEADER = "binlake index marker v1"
 #: MySQL 5.6+ writes its new index version here before renaming it over the index.
 MYSQL_CRASH_SAFE_SUFFIX = ".index_crash_safe"
-#: ``<basename>.<sequence number>``: the names servers and binlake give log files.
-SEQUENCE_NAME = re.compile(r"^(?P<base>.+)\.(?P<seq>\d{6,})$")
 
 
 def find_index(folder: Path) -> Path:
@@ -127,11 +124,6 @@ class IndexEntry:
     #: The line names a path outside the index's folder; ``path`` is the file of the same name
     #: inside the folder (a copied or moved log folder). Files outside are never touched.
     relocated: bool
-
-
-def sequence_number(name: str) -> int | None:
-    match = SEQUENCE_NAME.match(name)
-    return int(match["seq"]) if match else None
 
 
 class MarkerOp(Enum):

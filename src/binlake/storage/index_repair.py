@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlake.errors import FileAccessError, IndexFileError
+from binlake.position import SEQUENCE_NAME, sequence_number
 from binlake.storage.durable import fsync_dir
 from binlake.storage.index import (
-    SEQUENCE_NAME,
     IndexEntry,
     LogIndex,
     Marker,
@@ -35,7 +35,6 @@ from binlake.storage.index import (
     index_lines,
     index_temp_copies,
     remove_file,
-    sequence_number,
 )
 from binlake.storage.tail_scan import scan_file
 

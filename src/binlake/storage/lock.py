@@ -184,3 +184,13 @@ def _locked_error(path: Path, holder: LockHolder | None) -> StateLockedError:
         holder_started=holder.started,
         holder_command=holder.command,
     )
+
+
+def lock_state_folder(state_dir: Path) -> StateLock:
+    """Create the state folder when it is new and take its lock: how every command that
+    writes state starts (a second process refuses, naming the first)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise_os_error(exc, state_dir, "creating the state folder")
+    return StateLock.acquire(state_dir)

@@ -2,7 +2,7 @@
 
 The plan is the only durable record that a snapshot is owed: which tables, and under which
 snapshot id. What a table's snapshot has copied so far is not kept here but in the table's own
-Iceberg commits (the ``binlake.snapshot`` summary property, ``binlake.apply.snapshot``), so
+Iceberg commits (the ``binlake.snapshot`` summary property, ``binlake.snapshot.copier``), so
 after a crash the plan says what to do and the lake says how far it got.
 
 Format: UTF-8 JSON, ``{"version": 1, "tables": {"db.t": {"id": "...", "reason": "..."}}}``,

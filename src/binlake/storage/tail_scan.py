@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.constants import MAGIC, ChecksumAlg, EventType
+from binlake.binlog.constants import IN_GROUP_TYPES, MAGIC, ChecksumAlg, EventType
 from binlake.binlog.errors import BinlogFormatError, NotABinlogError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.format import FormatContext
@@ -37,35 +37,6 @@ from binlake.storage.binlog_file import BinlogFileReader
 #: The longest file that can be a file creation cut short: magic + the largest header we know
 #: (a FORMAT_DESCRIPTION is 100-260 bytes) with room to spare.
 HEADER_ONLY_LIMIT = 1024
-
-#: Event types that only ever occur inside a transaction or statement group.
-_INSIDE_TYPES = frozenset(
-    {
-        EventType.QUERY,
-        EventType.QUERY_COMPRESSED,
-        EventType.TABLE_MAP,
-        EventType.ANNOTATE_ROWS,
-        EventType.ROWS_QUERY,
-        EventType.XID,
-        EventType.XA_PREPARE,
-        EventType.INTVAR,
-        EventType.RAND,
-        EventType.USER_VAR,
-        EventType.WRITE_ROWS_V1,
-        EventType.UPDATE_ROWS_V1,
-        EventType.DELETE_ROWS_V1,
-        EventType.WRITE_ROWS_V2,
-        EventType.UPDATE_ROWS_V2,
-        EventType.DELETE_ROWS_V2,
-        EventType.PARTIAL_UPDATE_ROWS,
-        EventType.WRITE_ROWS_COMPRESSED_V1,
-        EventType.UPDATE_ROWS_COMPRESSED_V1,
-        EventType.DELETE_ROWS_COMPRESSED_V1,
-        EventType.WRITE_ROWS_COMPRESSED,
-        EventType.UPDATE_ROWS_COMPRESSED,
-        EventType.DELETE_ROWS_COMPRESSED,
-    }
-)
 
 
 @dataclass
@@ -211,7 +182,7 @@ def _events_after_damage(
 
 def _inside(event: BinlogEvent, first: bool) -> bool:
     """Whether ``event`` can belong to the group the damaged event was part of."""
-    if event.header.type_code not in _INSIDE_TYPES:
+    if event.header.type_code not in IN_GROUP_TYPES:
         return False
     payload = event.payload
     if isinstance(payload, QueryEvent):

@@ -55,7 +55,7 @@ METADATA_DIR = "metadata"
 
 
 class CatalogTarget(Protocol):
-    """What ``warehouse_sync_for`` reads of a lake target (``binlake.apply.lake_target``)."""
+    """What ``warehouse_sync_for`` reads of a lake target (``binlake.lake.target``)."""
 
     @property
     def warehouse(self) -> Path: ...

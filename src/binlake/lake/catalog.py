@@ -1,0 +1,53 @@
+"""Table lineages through Spark, for catalogs binlake cannot read as files (REST, Hive, Glue...).
+
+The same ``LakeTable`` as ``binlake.lake.iceberg_meta`` gives for the embedded catalog, built
+from the ``snapshots`` and ``refs`` metadata tables (``binlake.lake.commit``).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from binlake.lake.commit import current_lineage
+from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
+from binlake.lake.spark_errors import spark_errors
+from binlake.lake.sql import quote
+from binlake.lake.target import LakeTarget
+
+
+def spark_table_lineage(
+    spark: SparkSession, target: LakeTarget, identifier: tuple[str, ...]
+) -> LakeTable:
+    """The table's current lineage, newest first."""
+    name = ".".join(quote(p) for p in (target.catalog, *identifier))
+    lineage = current_lineage(spark, name)
+    cut = bool(lineage) and lineage[-1].parent_id is not None
+    converted = tuple(
+        LakeSnapshot(
+            snapshot_id=s.snapshot_id,
+            parent_id=s.parent_id,
+            timestamp_ms=int(s.committed_at.timestamp() * 1000),
+            summary=dict(s.summary),
+        )
+        for s in lineage
+    )
+    return LakeTable(identifier, converted, cut)
+
+
+def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable]:
+    """Every table in the catalog's top-level namespaces, with its lineage."""
+    catalog = quote(target.catalog)
+    with spark_errors(f"SHOW NAMESPACES IN {catalog}"):
+        namespaces = [row[0] for row in spark.sql(f"SHOW NAMESPACES IN {catalog}").collect()]
+    out = []
+    for namespace in sorted(namespaces):
+        statement = f"SHOW TABLES IN {catalog}.{quote(namespace)}"
+        with spark_errors(statement):
+            names = [row["tableName"] for row in spark.sql(statement).collect()]
+        out += [spark_table_lineage(spark, target, (namespace, name)) for name in sorted(names)]
+    return out
+
+
+def table_exists(spark: SparkSession, target: LakeTarget, identifier: tuple[str, ...]) -> bool:
+    name = ".".join(quote(p) for p in (target.catalog, *identifier))
+    return bool(spark.catalog.tableExists(name))

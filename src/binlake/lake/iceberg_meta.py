@@ -1,0 +1,238 @@
+"""Iceberg table metadata of the embedded Hadoop catalog, read straight from the warehouse folder.
+
+Why not through Spark: ``binlake status`` needs only each table's snapshot list (the applied
+position is in the newest binlake snapshot's summary), and a Spark session costs 3-4 s to start;
+``binlake verify`` polls the lists while it waits for the applier. For the embedded catalog
+(a Hadoop catalog in a local folder) the metadata is plain files with a specified format:
+
+* a table is a folder ``<warehouse>/<namespace...>/<table>`` holding ``metadata/``;
+* ``metadata/v<N>.metadata.json`` (``v<N>.gz.metadata.json`` when compressed) is version N of
+  the table metadata (Iceberg table spec); a commit writes version N+1 under a temporary name
+  and renames it into place (atomic), then rewrites ``version-hint.text``;
+* the current version is the hint, or the highest version listed when the hint is missing or
+  unreadable, followed forward while version N+1 exists (the hint is written after the rename,
+  so it may lag by one): exactly what Iceberg's own ``HadoopTableOperations`` does.
+
+The snapshot lineage is the main branch's snapshot (``refs.main``, else ``current-snapshot-id``)
+and its parents, as in ``binlake.lake.commit.current_lineage``. Other catalogs (REST, Hive,
+Glue...) go through Spark (``binlake.lake.catalog``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from binlake.errors import BinlakeError, FileAccessError
+from binlake.lake.snapshot_progress import progress_of
+from binlake.lake.target import LakeTarget
+from binlake.position import SourcePosition, parse_position
+
+METADATA_DIR = "metadata"
+VERSION_HINT = "version-hint.text"
+POSITION_KEY = "binlake.position"
+_VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
+
+
+#: The consistency bound of snapshots taken while a table's copy was still running.
+NEVER = SourcePosition("~never", 0)
+
+
+@dataclass(frozen=True, slots=True)
+class LakeSnapshot:
+    """One snapshot of a table: what binlake needs of it."""
+
+    snapshot_id: int
+    parent_id: int | None
+    timestamp_ms: int
+    summary: Mapping[str, str]
+
+    @property
+    def binlake(self) -> dict[str, str]:
+        return {k: v for k, v in self.summary.items() if k.startswith("binlake.")}
+
+    @property
+    def position(self) -> SourcePosition | None:
+        """The source position this snapshot holds the table at (binlake snapshots only)."""
+        text = self.summary.get(POSITION_KEY)
+        if text is None:
+            return None
+        try:
+            return parse_position(text)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class LakeTable:
+    """A table's current snapshot lineage, newest first."""
+
+    #: Catalog-relative identifier parts: namespace parts then the table name.
+    identifier: tuple[str, ...]
+    lineage: tuple[LakeSnapshot, ...]
+    #: The oldest snapshot of ``lineage`` has a parent that was expired.
+    lineage_cut: bool = False
+
+    @property
+    def binlake_snapshots(self) -> tuple[LakeSnapshot, ...]:
+        """Snapshots binlake made (with a position), newest first."""
+        return tuple(s for s in self.lineage if s.position is not None)
+
+    def consistent_from(self) -> dict[int, SourcePosition | None]:
+        """Per binlake snapshot id: the first source position its data can equal the source
+        at (None: any position at or after its own). A snapshot copy (``binlake.snapshot``)
+        holds chunks read at different positions: it and the batches after it equal the
+        source only from its newest chunk's position on; while the copy runs, never
+        (``NEVER``)."""
+        out: dict[int, SourcePosition | None] = {}
+        bound: SourcePosition | None = None
+        for snapshot in reversed(self.lineage):
+            progress = progress_of(snapshot.summary)
+            if progress is not None:
+                bound = progress.consistent if progress.done else NEVER
+            if snapshot.position is not None:
+                out[snapshot.snapshot_id] = bound
+        return out
+
+    @property
+    def latest_binlake(self) -> LakeSnapshot | None:
+        snapshots = self.binlake_snapshots
+        return snapshots[0] if snapshots else None
+
+
+def lake_tables(
+    target: LakeTarget, spark_tables: Callable[[LakeTarget], list[LakeTable]] | None = None
+) -> list[LakeTable]:
+    """Every table of the target catalog: from the metadata files for the embedded catalog,
+    else through ``spark_tables`` (which starts Spark)."""
+    if target.embedded:
+        tables = (read_table(target.warehouse, ident) for ident in find_tables(target.warehouse))
+        return [t for t in tables if t is not None]
+    if spark_tables is None:
+        raise BinlakeError(
+            f"the catalog {target.catalog} is not the embedded one: reading it needs Spark",
+            hint="install binlake with the spark extra",
+        )
+    return spark_tables(target)
+
+
+def find_tables(warehouse: Path) -> list[tuple[str, ...]]:
+    """Identifiers (namespace parts + table) of every table in a Hadoop catalog folder."""
+    out: list[tuple[str, ...]] = []
+    if not warehouse.is_dir():
+        return out
+    _walk(warehouse, (), out)
+    return sorted(out)
+
+
+def _walk(folder: Path, parts: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
+    for child in sorted(folder.iterdir()):
+        if not child.is_dir() or child.name.startswith((".", "_")):
+            continue
+        if _is_table(child):
+            out.append((*parts, child.name))
+        else:
+            _walk(child, (*parts, child.name), out)
+
+
+def _is_table(folder: Path) -> bool:
+    meta = folder / METADATA_DIR
+    if not meta.is_dir():
+        return False
+    return (meta / VERSION_HINT).exists() or any(_version(p.name) for p in meta.iterdir())
+
+
+def _version(name: str) -> int | None:
+    match = _VERSION_FILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def read_table(warehouse: Path, identifier: tuple[str, ...]) -> LakeTable | None:
+    """The table's lineage; None when the folder holds no Iceberg table."""
+    metadata = current_metadata(warehouse.joinpath(*identifier) / METADATA_DIR)
+    if metadata is None:
+        return None
+    lineage, cut = lineage_of(metadata)
+    return LakeTable(identifier, lineage, cut)
+
+
+def current_metadata(meta_dir: Path) -> dict[str, Any] | None:
+    """The current table metadata (parsed JSON) in a table's ``metadata`` folder."""
+    if not meta_dir.is_dir():
+        return None
+    version = _hint(meta_dir)
+    if version is None or _version_file(meta_dir, version) is None:
+        versions = [v for v in (_version(p.name) for p in meta_dir.iterdir()) if v is not None]
+        if not versions:
+            return None
+        version = max(versions)
+    while _version_file(meta_dir, version + 1) is not None:
+        version += 1
+    path = _version_file(meta_dir, version)
+    assert path is not None
+    try:
+        raw = path.read_bytes()
+        if path.name.endswith(".gz.metadata.json"):
+            raw = gzip.decompress(raw)
+        data = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise FileAccessError(
+            f"cannot read Iceberg metadata: {exc}",
+            file=str(path),
+            hint="check the warehouse folder; a table's metadata files are written by Iceberg",
+        ) from exc
+    if not isinstance(data, dict):
+        raise FileAccessError("Iceberg metadata is not a JSON object", file=str(path))
+    return data
+
+
+def _hint(meta_dir: Path) -> int | None:
+    try:
+        text = (meta_dir / VERSION_HINT).read_text("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _version_file(meta_dir: Path, version: int) -> Path | None:
+    for name in (f"v{version}.metadata.json", f"v{version}.gz.metadata.json"):
+        path = meta_dir / name
+        if path.exists():
+            return path
+    return None
+
+
+def lineage_of(metadata: Mapping[str, Any]) -> tuple[tuple[LakeSnapshot, ...], bool]:
+    """(the main branch's snapshot and its ancestors newest first, whether expiry cut it)."""
+    by_id = {s.snapshot_id: s for s in (_snapshot(raw) for raw in metadata.get("snapshots", []))}
+    current = _main_snapshot_id(metadata)
+    out: list[LakeSnapshot] = []
+    while current is not None and current in by_id:
+        snapshot = by_id[current]
+        out.append(snapshot)
+        current = snapshot.parent_id
+    return tuple(out), current is not None
+
+
+def _main_snapshot_id(metadata: Mapping[str, Any]) -> int | None:
+    main = metadata.get("refs", {}).get("main")
+    if isinstance(main, dict) and "snapshot-id" in main:
+        return int(main["snapshot-id"])
+    current = metadata.get("current-snapshot-id")
+    return None if current is None or int(current) < 0 else int(current)
+
+
+def _snapshot(raw: Mapping[str, Any]) -> LakeSnapshot:
+    parent = raw.get("parent-snapshot-id")
+    summary = {str(k): str(v) for k, v in (raw.get("summary") or {}).items()}
+    return LakeSnapshot(
+        snapshot_id=int(raw["snapshot-id"]),
+        parent_id=None if parent is None else int(parent),
+        timestamp_ms=int(raw.get("timestamp-ms", 0)),
+        summary=summary,
+    )

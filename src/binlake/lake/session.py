@@ -1,0 +1,235 @@
+"""Spark sessions for binlake: the embedded default, or any cluster and catalog by config.
+
+The embedded default is ``local[2]`` Spark with a Hadoop catalog (named ``lake``) in a local
+warehouse folder, Iceberg's SQL extensions, and the Iceberg runtime from
+``binlake.lake.runtime``. Anything else is plain passthrough: ``SparkSettings.conf`` goes to
+the session as given, so a ``spark.sql.catalog.<name>`` there (REST, Hive, Hadoop on S3/HDFS,
+Glue...) replaces the embedded catalog, ``spark.jars.packages`` / ``spark.jars`` naming an
+Iceberg runtime replace the cached jars, and any master works.
+
+What binlake sets on every session, unless the configuration sets it: UTC session time zone,
+no UI, no console progress bars, quiet Java logs (``log4j2.properties`` beside this module),
+few shuffle partitions. ``PYSPARK_PYTHON`` is the running interpreter and ``SPARK_LOCAL_IP``
+127.0.0.1 for local masters. Py4J's pinned threads (pyspark's default) are required: snapshot
+properties ride in a Java thread-local (``binlake.lake.commit``).
+
+One session per process: ``build_session`` refuses to start a second while one runs (pyspark
+would silently hand back the first with its old settings). ``stop_session`` stops it and the
+Py4J callback server ``binlake.lake.commit`` started for it.
+
+``SparkSession`` is re-exported: packages above the lake name the session type through it, so
+that pyspark stays an import of this package alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark import SparkContext
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from binlake.errors import SparkSetupError
+from binlake.lake.commit import close_callbacks
+from binlake.lake.runtime import ensure_iceberg_jars, find_java
+from binlake.lake.spark_errors import missing_class_error
+from binlake.lake.target import LakeTarget
+
+__all__ = [
+    "ICEBERG_CATALOG",
+    "ICEBERG_EXTENSIONS",
+    "SparkSession",
+    "SparkSettings",
+    "brings_own_iceberg",
+    "build_session",
+    "probe_iceberg",
+    "session_conf",
+    "spark_settings",
+    "stop_session",
+]
+
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: Classes a working Iceberg runtime must provide (the second is what the PyPI jar lacks).
+PROBE_CLASSES = (
+    ("org.apache.iceberg.spark.SparkCatalog", "iceberg-runtime"),
+    ("org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper", "iceberg-jackson"),
+)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """Everything ``build_session`` needs; ``conf`` is passed through untouched."""
+
+    master: str = "local[2]"
+    app_name: str = "binlake"
+    #: Folder of the embedded Hadoop catalog (unused when ``conf`` defines the catalog).
+    warehouse: Path = Path("warehouse")
+    #: The Spark catalog binlake writes to.
+    catalog: str = "lake"
+    #: Any Spark or Iceberg configuration; wins over every default binlake sets.
+    conf: Mapping[str, str] = field(default_factory=dict)
+    #: Extra jars for ``spark.jars`` (JDBC drivers, an Iceberg runtime of your own...).
+    jars: tuple[str, ...] = ()
+    #: Maven coordinates for ``spark.jars.packages`` (needs a reachable Maven repository).
+    packages: tuple[str, ...] = ()
+    #: Level of Spark's root logger once started (Spark's ``setLogLevel``).
+    log_level: str = "ERROR"
+    shuffle_partitions: int = 2
+
+    @property
+    def is_local(self) -> bool:
+        return self.master == "local" or self.master.startswith("local[")
+
+    @property
+    def embedded_catalog(self) -> bool:
+        """True when binlake defines the catalog (a Hadoop catalog in ``warehouse``)."""
+        return f"spark.sql.catalog.{self.catalog}" not in self.conf
+
+
+def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettings:
+    """The Spark session the target's catalog is read and written through."""
+    return SparkSettings(
+        master=target.master,
+        app_name=app_name,
+        warehouse=target.warehouse,
+        catalog=target.catalog,
+        conf=dict(target.spark_conf),
+    )
+
+
+def _user_jars(settings: SparkSettings) -> list[str]:
+    out = list(settings.jars)
+    out += [j for j in settings.conf.get("spark.jars", "").split(",") if j.strip()]
+    return out
+
+
+def _user_packages(settings: SparkSettings) -> list[str]:
+    out = list(settings.packages)
+    out += [p for p in settings.conf.get("spark.jars.packages", "").split(",") if p.strip()]
+    return out
+
+
+def brings_own_iceberg(settings: SparkSettings) -> bool:
+    """True when the configured jars or packages include an Iceberg Spark runtime."""
+    return any("iceberg-spark-runtime" in item for item in _user_jars(settings)) or any(
+        "iceberg-spark-runtime" in item for item in _user_packages(settings)
+    )
+
+
+def session_conf(settings: SparkSettings, iceberg_jars: tuple[Path, ...] = ()) -> dict[str, str]:
+    """The full Spark configuration of a session (pure: computes, starts nothing)."""
+    conf: dict[str, str] = {
+        "spark.app.name": settings.app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
+    }
+    if settings.embedded_catalog:
+        prefix = f"spark.sql.catalog.{settings.catalog}"
+        conf[prefix] = ICEBERG_CATALOG
+        conf[f"{prefix}.type"] = "hadoop"
+        conf[f"{prefix}.warehouse"] = str(settings.warehouse.resolve())
+        # Other processes write these tables too (`binlake snapshot`, maintenance jobs, the
+        # run before a crash): every statement loads the table's current metadata, so a MERGE
+        # never starts from a cached, stale snapshot (a needless commit conflict).
+        conf[f"{prefix}.cache-enabled"] = "false"
+    jars = [*(str(p) for p in iceberg_jars), *_user_jars(settings)]
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    if _user_packages(settings):
+        conf["spark.jars.packages"] = ",".join(_user_packages(settings))
+    for key, value in settings.conf.items():
+        if key in ("spark.jars", "spark.jars.packages"):
+            continue
+        conf[key] = _merged(key, conf.get(key), value)
+    return conf
+
+
+def _merged(key: str, ours: str | None, theirs: str) -> str:
+    """The user's value, keeping Iceberg's extensions and our log config beside theirs."""
+    if ours is None or ours == theirs:
+        return theirs
+    if key == "spark.sql.extensions" and ICEBERG_EXTENSIONS not in theirs:
+        return f"{ICEBERG_EXTENSIONS},{theirs}"
+    if key == "spark.driver.extraJavaOptions" and "log4j2.configurationFile" not in theirs:
+        return f"{ours} {theirs}"
+    return theirs
+
+
+def build_session(settings: SparkSettings) -> SparkSession:
+    """Start the Spark session ``settings`` describe, with a working Iceberg runtime.
+
+    Raises ``SparkSetupError`` when Java, the Iceberg runtime or its shaded Jackson classes are
+    missing, when a session already runs in this process, or when Spark cannot start."""
+    find_java()
+    _require_pinned_threads()
+    if SparkContext._active_spark_context is not None:
+        raise SparkSetupError(
+            "a Spark session is already running in this process",
+            hint="stop it first (binlake.lake.session.stop_session)",
+            component="session",
+        )
+    jars = () if brings_own_iceberg(settings) else ensure_iceberg_jars().paths
+    _prepare_environment(settings)
+    builder = SparkSession.builder.master(settings.master)
+    for key, value in session_conf(settings, jars).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except PySparkException as error:
+        raise SparkSetupError(
+            f"Spark did not start: {error}",
+            hint="check the [spark] settings and that Java 17 runs (`java -version`)",
+            component="session",
+        ) from None
+    spark.sparkContext.setLogLevel(settings.log_level)
+    try:
+        probe_iceberg(spark)
+    except SparkSetupError:
+        spark.stop()
+        raise
+    return spark
+
+
+def _require_pinned_threads() -> None:
+    if os.environ.get("PYSPARK_PIN_THREAD", "true").lower() != "true":
+        raise SparkSetupError(
+            "PYSPARK_PIN_THREAD is off: snapshot properties would not reach Iceberg's commits",
+            hint="unset PYSPARK_PIN_THREAD (pyspark pins threads by default)",
+            component="py4j",
+        )
+
+
+def _prepare_environment(settings: SparkSettings) -> None:
+    if settings.is_local:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def probe_iceberg(spark: SparkSession) -> None:
+    """Check that the session can load Iceberg's catalog and its shaded Jackson classes."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for name, component in PROBE_CLASSES:
+        try:
+            jvm.java.lang.Class.forName(name, False, loader)
+        except Exception:
+            raise missing_class_error(name, component) from None
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop the session and the Py4J callback server started for it (idempotent)."""
+    close_callbacks(spark)
+    spark.stop()

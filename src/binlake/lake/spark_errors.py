@@ -1,0 +1,136 @@
+"""Spark and Java failures as typed binlake errors.
+
+``spark_errors`` turns any exception Spark raises inside a block into ``SparkStatementError``,
+``SparkSetupError`` (a missing Iceberg runtime or its shaded Jackson classes) or
+``DiskFullError`` (the Java cause chain says ENOSPC, EDQUOT or an HDFS quota), naming the
+statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from pyspark import SparkContext
+
+from binlake.errors import BinlakeError, DiskFullError, SparkSetupError, SparkStatementError
+
+_SHADED_JACKSON_MARK = "org/apache/iceberg/shaded/com/fasterxml/jackson"
+_STATEMENT_CHARS = 300
+#: What a Java error chain says when a write found its disk (or quota) full: ENOSPC, EDQUOT, and
+#: HDFS's space quota. Hadoop wraps the first in FSError, Spark in SparkException, Iceberg in
+#: RuntimeIOException or CommitFailedException: the text is matched anywhere in the chain.
+DISK_FULL_MARKS = ("No space left on device", "Disk quota exceeded", "DSQuotaExceededException")
+DISK_FULL_HINT = (
+    "free space on the warehouse's disk (or on Spark's spark.local.dir), then run the command "
+    "again: nothing is lost, a table's position moves only with its Iceberg commit"
+)
+_WAREHOUSE_KEY = re.compile(r"spark\.sql\.catalog\.[^.]+\.warehouse")
+#: Longest Java cause chain walked (a guard against cycles the JVM should not have).
+_MAX_CAUSES = 16
+
+
+def missing_class_error(name: str, component: str) -> SparkSetupError:
+    """The error for an Iceberg runtime (or its shaded Jackson) missing from the classpath."""
+    if component == "iceberg-jackson":
+        return SparkSetupError(
+            f"the Iceberg runtime on the classpath lacks its shaded Jackson classes ({name})",
+            hint="use the repaired runtime: remove the jar from spark.jars and run "
+            "`make spark-deps`, or add the jar `python -m binlake.lake.runtime` builds",
+            component=component,
+        )
+    return SparkSetupError(
+        f"no Iceberg runtime on the classpath ({name} not found)",
+        hint="run `make spark-deps`, or set spark.jars.packages / spark.jars in [spark]",
+        component=component,
+    )
+
+
+def spark_error(
+    error: Exception, statement: str | None = None, table: str | None = None
+) -> BinlakeError:
+    """The typed error for an exception from Spark, with setup problems and a full disk
+    recognised (the Java cause chain is read when the Python text does not tell)."""
+    text = str(error)
+    if disk_full_reason(text) is None:
+        text = f"{text}\n{_java_causes(error)}"
+    warehouse = None if disk_full_reason(text) is None else session_warehouse()
+    return classify_spark_failure(text, statement, table, warehouse)
+
+
+def classify_spark_failure(
+    text: str, statement: str | None = None, table: str | None = None, warehouse: str | None = None
+) -> BinlakeError:
+    """The typed error for the text of a Spark/Java failure (its cause chain included); pure.
+    ``warehouse`` is the catalog's warehouse, named by a ``DiskFullError``."""
+    if _SHADED_JACKSON_MARK in text or _SHADED_JACKSON_MARK.replace("/", ".") in text:
+        return missing_class_error(_SHADED_JACKSON_MARK.replace("/", "."), "iceberg-jackson")
+    if "org.apache.iceberg.spark.SparkCatalog" in text and "ClassNotFound" in text:
+        return missing_class_error("org.apache.iceberg.spark.SparkCatalog", "iceberg-runtime")
+    reason = disk_full_reason(text)
+    if reason is not None:
+        return DiskFullError(
+            f"disk full while Spark was writing: {reason}",
+            file=warehouse,
+            table=table,
+            hint=DISK_FULL_HINT,
+        )
+    shown = None if statement is None else " ".join(statement.split())[:_STATEMENT_CHARS]
+    return SparkStatementError(_first_line(text), table=table, statement=shown)
+
+
+def disk_full_reason(text: str) -> str | None:
+    """Which disk-full mark ``text`` holds (the first in ``DISK_FULL_MARKS``), or None."""
+    return next((mark for mark in DISK_FULL_MARKS if mark in text), None)
+
+
+def configured_warehouse(conf: Mapping[str, str]) -> str | None:
+    """The catalog warehouse a Spark configuration names, if it names exactly one."""
+    found = {value for key, value in conf.items() if _WAREHOUSE_KEY.fullmatch(key)}
+    return found.pop() if len(found) == 1 else None
+
+
+def session_warehouse() -> str | None:
+    """The warehouse of the running session's catalog, when known."""
+    context = SparkContext._active_spark_context
+    if context is None:
+        return None
+    try:
+        return configured_warehouse(dict(context.getConf().getAll()))
+    except Exception:  # the JVM may already be gone; the error is still typed without it
+        return None
+
+
+def _java_causes(error: Exception) -> str:
+    """``toString()`` of each Java throwable in the cause chain of a Py4J or pyspark error, one
+    a line ("" for a Python error, or when the JVM cannot be asked)."""
+    throwable = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    lines: list[str] = []
+    try:
+        while throwable is not None and len(lines) < _MAX_CAUSES:
+            lines.append(str(throwable.toString()))
+            throwable = throwable.getCause()
+    except Exception:  # a dead gateway: what was read so far still counts
+        pass
+    return "\n".join(lines)
+
+
+def _first_line(text: str) -> str:
+    """The first meaningful line of a Spark/Java error (Py4J adds a header line)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if not line.startswith("An error occurred while calling"):
+            return line.removeprefix(": ")[:1000]
+    return lines[0][:1000] if lines else "Spark failed without a message"
+
+
+@contextmanager
+def spark_errors(statement: str | None = None, table: str | None = None) -> Iterator[None]:
+    """Turn any exception Spark raises inside the block into a typed binlake error."""
+    try:
+        yield
+    except BinlakeError:
+        raise
+    except Exception as error:
+        raise spark_error(error, statement, table) from error

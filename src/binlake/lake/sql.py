@@ -1,0 +1,56 @@
+"""Spark SQL text for Iceberg tables made from a ``LakeSchema`` (pure: builds strings only).
+
+Tables are format v2 with merge-on-read deletes, updates and merges (a MERGE writes delete files
+instead of rewriting data files), and the source primary key as Iceberg identifier fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from binlake.typemap import LakeSchema
+
+#: Table properties of every table binlake creates.
+TABLE_PROPERTIES: Mapping[str, str] = {
+    "format-version": "2",
+    "write.delete.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.merge.mode": "merge-on-read",
+}
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier in backticks (backticks inside doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def table_name(catalog: str, namespace: Sequence[str], table: str) -> str:
+    """``catalog.namespace.table`` with each part quoted."""
+    return ".".join(quote(part) for part in (catalog, *namespace, table))
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def create_table_statements(
+    table: str, schema: LakeSchema, properties: Mapping[str, str] | None = None
+) -> list[str]:
+    """CREATE TABLE (if it does not exist) and, with a primary key, SET IDENTIFIER FIELDS.
+
+    Both are idempotent, so a crash between them is repaired by running both again."""
+    columns = ",\n  ".join(
+        f"{quote(c.name)} {c.sql_type}{'' if c.nullable else ' NOT NULL'}"
+        f" COMMENT {_literal(c.source_type)}"
+        for c in schema.columns
+    )
+    props = {**TABLE_PROPERTIES, **(properties or {})}
+    tblproperties = ", ".join(f"{_literal(k)}={_literal(v)}" for k, v in props.items())
+    statements = [
+        f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n) USING iceberg\n"
+        f"TBLPROPERTIES ({tblproperties})"
+    ]
+    if schema.key:
+        fields = ", ".join(quote(name) for name in schema.key)
+        statements.append(f"ALTER TABLE {table} SET IDENTIFIER FIELDS {fields}")
+    return statements

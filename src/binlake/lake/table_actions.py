@@ -1,0 +1,358 @@
+"""What table-level DDL does to the lake: TRUNCATE, DROP TABLE, RENAME TABLE, CREATE TABLE.
+
+``table_actions(statement, on_drop)`` turns a parsed statement into actions on source table
+names (pure); ``run_table_action`` carries one out on the Iceberg tables. Every action can be
+run again after a crash and finds what is already done:
+
+* TRUNCATE -> ``DeleteAllRows``: ``DELETE FROM t``, run with the batch's commit properties so
+  that the truncate is positioned like any other change.
+* DROP TABLE with ``on_drop = "drop"`` -> ``DropLakeTable``: ``DROP TABLE IF EXISTS``.
+* DROP TABLE with ``on_drop = "keep"`` -> ``KeepDroppedTable``: the Iceberg table stays, under
+  its name, with the table property ``binlake.dropped-at`` = the DROP's position (a metadata
+  commit; setting it twice is harmless). No rows come for it while the source has no table.
+* CREATE TABLE (and a rename into the name) -> ``ClaimTableName``: if an Iceberg table of that
+  name carries ``binlake.dropped-at``, it is the kept copy of a dropped table: it is moved to
+  ``<table>__dropped_<file number>_<offset>`` (the DROP's position), so the re-created source
+  table starts a new Iceberg table (created from its first TABLE_MAP). Moving it aside only
+  then, not at the DROP, keeps the data readable under its name and costs nothing for tables
+  that are never re-created; the marker makes it repeatable (a table without it is the new
+  one). ``CREATE OR REPLACE`` is a drop (per ``on_drop``) followed by a claim.
+* RENAME TABLE a TO b -> ``RenameLakeTable`` when both are replicated; out of the replicated
+  set it is a drop (per ``on_drop``); into the set a claim with ``needs_snapshot``: the table
+  arrives with rows binlake never saw, which only a snapshot brings.
+* DROP DATABASE -> a drop of each replicated table of that database (``known_tables``).
+
+Renaming an Iceberg table needs a catalog that can (Hadoop catalogs, the embedded default,
+cannot): there the table is copied (CREATE, ``INSERT OVERWRITE ... SELECT *`` with the commit
+properties, DROP the old one), which is repeatable too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from binlake.ddl.statements import (
+    CreateTable,
+    DdlStatement,
+    DropDatabase,
+    DropTables,
+    RenameTableClause,
+    RenameTables,
+    TableName,
+    TruncateTable,
+)
+from binlake.lake.commit import execute_with_commit_properties
+from binlake.lake.schema_changes import sql_string
+from binlake.lake.session import SparkSession
+from binlake.lake.spark_errors import spark_errors
+from binlake.lake.spark_types import lake_column_of_field
+from binlake.lake.sql import create_table_statements, quote
+from binlake.typemap import LakeSchema
+
+__all__ = [
+    "DROPPED_AT_PROPERTY",
+    "ClaimTableName",
+    "DeleteAllRows",
+    "DropLakeTable",
+    "KeepDroppedTable",
+    "OnDrop",
+    "RenameLakeTable",
+    "TableAction",
+    "catalog_can_rename",
+    "drop_table",
+    "dropped_table_name",
+    "is_kept_dropped",
+    "read_lake_schema",
+    "run_table_action",
+    "split_name",
+    "table_actions",
+    "table_exists",
+]
+
+OnDrop = Literal["keep", "drop"]
+#: Table property of a kept Iceberg table whose source table was dropped: the DROP's position.
+DROPPED_AT_PROPERTY = "binlake.dropped-at"
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAllRows:
+    """TRUNCATE: delete every row, positioned (run with the commit properties)."""
+
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropLakeTable:
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeepDroppedTable:
+    """The source table was dropped; the Iceberg table stays, marked ``binlake.dropped-at``."""
+
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTableName:
+    """A source table is (re-)created as ``table``; a kept dropped table there moves aside.
+    ``needs_snapshot``: it arrived with rows binlake never saw (renamed into the set)."""
+
+    table: str
+    needs_snapshot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RenameLakeTable:
+    old: str
+    new: str
+
+
+TableAction = DeleteAllRows | DropLakeTable | KeepDroppedTable | ClaimTableName | RenameLakeTable
+
+
+def _everything(_table: str) -> bool:
+    return True
+
+
+def table_actions(
+    statement: DdlStatement,
+    on_drop: OnDrop,
+    *,
+    replicated: Callable[[str], bool] = _everything,
+    known_tables: Collection[str] = (),
+) -> list[TableAction]:
+    """The actions ``statement`` asks of the lake, in order, on source names (``db.table``).
+
+    ``replicated`` says whether a source table is replicated (the [tables] filters; default:
+    all); ``known_tables`` are the replicated tables that exist, for DROP DATABASE. ALTER TABLE
+    column changes are ``binlake.lake.schema.plan_evolution``'s; only its RENAME is here."""
+    if isinstance(statement, TruncateTable):
+        table = statement.table.qualified
+        return [DeleteAllRows(table)] if replicated(table) else []
+    if isinstance(statement, DropTables):
+        names = [name.qualified for name in statement.names]
+        return [_drop(name, on_drop) for name in names if replicated(name)]
+    if isinstance(statement, DropDatabase):
+        prefix = f"{statement.database}."
+        return [_drop(t, on_drop) for t in sorted(known_tables) if t.startswith(prefix)]
+    if isinstance(statement, CreateTable):
+        table = statement.table.qualified
+        if not replicated(table):
+            return []
+        replaced = [_drop(table, on_drop)] if statement.or_replace else []
+        return [*replaced, ClaimTableName(table)]
+    if isinstance(statement, RenameTables):
+        return _renames(statement.pairs, on_drop, replicated)
+    pairs = tuple(
+        (statement.table, clause.target)
+        for clause in statement.clauses
+        if isinstance(clause, RenameTableClause)
+    )
+    return _renames(pairs, on_drop, replicated)
+
+
+def _drop(table: str, on_drop: OnDrop) -> TableAction:
+    return KeepDroppedTable(table) if on_drop == "keep" else DropLakeTable(table)
+
+
+def _renames(
+    pairs: tuple[tuple[TableName, TableName], ...],
+    on_drop: OnDrop,
+    replicated: Callable[[str], bool],
+) -> list[TableAction]:
+    actions: list[TableAction] = []
+    for old_name, new_name in pairs:
+        old, new = old_name.qualified, new_name.qualified
+        if old == new:
+            continue
+        if replicated(old) and replicated(new):
+            actions.append(RenameLakeTable(old, new))
+        elif replicated(old):
+            actions.append(_drop(old, on_drop))
+        elif replicated(new):
+            actions.append(ClaimTableName(new, needs_snapshot=True))
+    return actions
+
+
+# ---- running them -----------------------------------------------------------------------------
+
+
+def run_table_action(
+    spark: SparkSession,
+    action: TableAction,
+    *,
+    lake_table: Callable[[str], str],
+    position: str,
+    commit_properties: Mapping[str, str],
+    can_rename: bool | None = None,
+) -> None:
+    """Carry out ``action``. ``lake_table`` maps a source table (``db.table``) to its Iceberg
+    table's Spark SQL name; ``position`` is the DDL's source position; ``commit_properties``
+    are the ``binlake.*`` snapshot properties for statements that write rows (DELETE, copies).
+    ``can_rename``: whether the catalog renames tables (None: ``catalog_can_rename``)."""
+    if isinstance(action, DeleteAllRows):
+        table = lake_table(action.table)
+        if table_exists(spark, table):
+            execute_with_commit_properties(
+                spark, f"DELETE FROM {table}", commit_properties, action.table
+            )
+    elif isinstance(action, DropLakeTable):
+        drop_table(spark, lake_table(action.table), action.table)
+    elif isinstance(action, KeepDroppedTable):
+        _mark_dropped(spark, lake_table(action.table), position, action.table)
+    elif isinstance(action, ClaimTableName):
+        _claim(spark, lake_table(action.table), commit_properties, can_rename)
+    else:
+        old, new = lake_table(action.old), lake_table(action.new)
+        _claim(spark, new, commit_properties, can_rename)
+        if table_exists(spark, old):
+            _move(spark, old, new, commit_properties, can_rename)
+
+
+def drop_table(spark: SparkSession, table: str, source: str) -> None:
+    """``DROP TABLE IF EXISTS`` the Iceberg table ``table`` (``source``: for messages)."""
+    _sql(spark, f"DROP TABLE IF EXISTS {table}", source)
+
+
+def is_kept_dropped(spark: SparkSession, table: str) -> bool:
+    """Whether the Iceberg table ``table`` is a kept copy of a dropped table."""
+    statement = f"SHOW TBLPROPERTIES {table} ('{DROPPED_AT_PROPERTY}')"
+    with spark_errors(statement, table):
+        rows = spark.sql(statement).collect()
+    return any(
+        row["key"] == DROPPED_AT_PROPERTY and "does not have" not in row["value"] for row in rows
+    )
+
+
+def _mark_dropped(spark: SparkSession, table: str, position: str, source: str) -> None:
+    if table_exists(spark, table) and _property(spark, table, DROPPED_AT_PROPERTY) is None:
+        value = sql_string(position)
+        statement = f"ALTER TABLE {table} SET TBLPROPERTIES ('{DROPPED_AT_PROPERTY}'={value})"
+        _sql(spark, statement, source)
+
+
+def _claim(
+    spark: SparkSession, table: str, properties: Mapping[str, str], can_rename: bool | None
+) -> None:
+    if not table_exists(spark, table):
+        return
+    dropped_at = _property(spark, table, DROPPED_AT_PROPERTY)
+    if dropped_at is not None:
+        _move(spark, table, dropped_table_name(table, dropped_at), properties, can_rename)
+
+
+def _move(
+    spark: SparkSession,
+    old: str,
+    new: str,
+    properties: Mapping[str, str],
+    can_rename: bool | None,
+) -> None:
+    """Rename ``old`` to ``new``, or copy it where the catalog cannot rename (or where a crash
+    left a copy half made: ``new`` exists already)."""
+    renames = catalog_can_rename(spark, old) if can_rename is None else can_rename
+    if renames and not table_exists(spark, new):
+        _sql(spark, f"ALTER TABLE {old} RENAME TO {new}", old)
+        return
+    schema = read_lake_schema(spark, old, old)
+    for statement in create_table_statements(new, schema):
+        _sql(spark, statement, new)
+    copy = f"INSERT OVERWRITE {new} SELECT * FROM {old}"
+    execute_with_commit_properties(spark, copy, properties, new)
+    _sql(spark, f"DROP TABLE {old}", old)
+
+
+def _sql(spark: SparkSession, statement: str, table: str) -> None:
+    with spark_errors(statement, table):
+        spark.sql(statement)
+
+
+# ---- names and catalog facts ------------------------------------------------------------------
+
+_POSITION = re.compile(r"\.(\d+):(\d+)$")
+
+
+def split_name(table: str) -> list[str]:
+    """The parts of a Spark SQL multi-part name (``catalog.ns.table``, backticks allowed)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(table):
+        char = table[i]
+        if char == "`" and quoted and table.startswith("``", i):
+            current.append("`")
+            i += 1
+        elif char == "`":
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def dropped_table_name(table: str, position: str) -> str:
+    """Where a kept dropped table moves: ``<table>__dropped_<file number>_<offset>`` beside it
+    (``mariadb-bin.000003:1234`` -> ``__dropped_000003_1234``; other positions: their letters
+    and digits)."""
+    parts = split_name(table)
+    match = _POSITION.search(position)
+    suffix = f"{match.group(1)}_{match.group(2)}" if match else re.sub(r"\W+", "_", position)
+    parts[-1] = f"{parts[-1]}__dropped_{suffix}"
+    return ".".join(quote(part) for part in parts)
+
+
+def catalog_can_rename(spark: SparkSession, table: str) -> bool:
+    """Whether the catalog of ``table`` (its first name part) renames tables: Hadoop catalogs
+    do not."""
+    catalog = split_name(table)[0]
+    prefix = f"spark.sql.catalog.{catalog}"
+    kind = spark.conf.get(f"{prefix}.type", None) or ""
+    impl = spark.conf.get(f"{prefix}.catalog-impl", None) or ""
+    return kind.lower() != "hadoop" and not impl.endswith("HadoopCatalog")
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    return bool(spark.catalog.tableExists(table))
+
+
+def table_exists_now(spark: SparkSession, table: str) -> bool:
+    """``table_exists`` past the catalog's cache: another process (``binlake snapshot``, or a
+    run before a crash) may have dropped or replaced the table since this session loaded it."""
+    if not table_exists(spark, table):
+        return False
+    with spark_errors(f"REFRESH TABLE {table}", table=table):
+        spark.sql(f"REFRESH TABLE {table}")
+    return table_exists(spark, table)
+
+
+def _iceberg_table(spark: SparkSession, table: str) -> object:
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+
+
+def _property(spark: SparkSession, table: str, key: str) -> str | None:
+    with spark_errors(f"read the properties of {table}", table=table):
+        value = _iceberg_table(spark, table).properties().get(key)  # type: ignore[attr-defined]
+    return None if value is None else str(value)
+
+
+def read_lake_schema(spark: SparkSession, table: str, source_table: str) -> LakeSchema:
+    """The schema of the Iceberg table ``table`` (a Spark SQL name) as a ``LakeSchema``:
+    Iceberg types, nullability, the source types from the column comments ("" where there is
+    none), the identifier fields as the key. ``index`` is the column's position in Iceberg."""
+    with spark_errors(f"read the schema of {table}", table=source_table):
+        fields = spark.table(table).schema.fields
+        iceberg = _iceberg_table(spark, table)
+        key_names = set(iceberg.schema().identifierFieldNames())  # type: ignore[attr-defined]
+    columns = tuple(lake_column_of_field(f, i, source_table) for i, f in enumerate(fields))
+    return LakeSchema(source_table, columns, tuple(c.name for c in columns if c.name in key_names))

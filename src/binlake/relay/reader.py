@@ -1,0 +1,212 @@
+"""The applier's reader: whole groups of the relay log, in order, up to a durable boundary.
+
+``RelayReader`` starts at the beginning of one relay file (the recorded checkpoint, MDEV-181)
+and reads forward across files in index order. Each ``read(limit)`` returns the complete groups
+between where it stands and ``limit`` (the newest durable boundary the receiver published,
+relay/handoff.py), each with its source position (the rules of
+``binlake.relay.restart.SourceTracker``: the relay files' context preambles and the events'
+``end_log_pos``), its GTID state and its relay position. Bytes are read with ``pread`` in
+chunks; a file is read once, resumed with the format context saved at the last boundary.
+
+Everything before ``limit`` is complete: a file older than the limit's file ends at a group
+boundary (rotation happens only there), and the limit itself is a boundary. So a group cut by
+``limit``, a bad byte, or a file ending inside a transaction is corruption, never a torn tail
+(recovery, which runs before the reader starts, already trimmed the tail).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlake.binlog.codec import BinlogEvent
+from binlake.binlog.errors import BinlogFormatError, TruncatedEventError
+from binlake.binlog.format import FormatContext
+from binlake.binlog.stream import EventStream
+from binlake.binlog.transactions import EventGroup, TransactionGrouper
+from binlake.errors import LogCorruptionError
+from binlake.position import RelayPosition, SourcePosition, at_or_before, before
+from binlake.relay import INDEX_NAME
+from binlake.relay.restart import OWN_FORMAT_DESCRIPTION_OFFSET, SourceTracker
+from binlake.storage.durable import raise_os_error
+from binlake.storage.index import LogIndex
+
+CHUNK = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RelayGroup:
+    """One complete group of the relay log (a transaction, a statement or a control event)."""
+
+    group: EventGroup
+    relay_file: str
+    #: Offset in ``relay_file`` right after the group.
+    relay_end: int
+    #: The source position right after the group (None before any source context).
+    position: SourcePosition | None
+    #: The GTID state after the group, as text ("" when unknown).
+    gtid_state: str
+    #: Bytes the group occupies in the relay log.
+    size: int
+
+    @property
+    def relay(self) -> RelayPosition:
+        return RelayPosition(self.relay_file, self.relay_end)
+
+
+class RelayReader:
+    """Reads the relay log in ``relay_dir`` forward from the start of ``start_file``."""
+
+    def __init__(
+        self, relay_dir: Path, start_file: str, *, index_name: str = INDEX_NAME, chunk: int = CHUNK
+    ) -> None:
+        self.relay_dir = relay_dir
+        self._index = LogIndex(relay_dir / index_name)
+        self._file = start_file
+        self._offset = 0
+        self._ctx: FormatContext | None = None
+        self._tracker = SourceTracker()
+        self._chunk = chunk
+
+    @property
+    def position(self) -> RelayPosition:
+        """Where the reader stands: the end of the last group read (a boundary)."""
+        return RelayPosition(self._file, self._offset)
+
+    @property
+    def source_position(self) -> SourcePosition | None:
+        return self._tracker.position
+
+    def read(self, limit: RelayPosition) -> Iterator[RelayGroup]:
+        """The complete groups up to ``limit``, in order (the reader moves past each one as it
+        is yielded)."""
+        while True:
+            end = self._readable_end(limit)
+            if end > self._offset:
+                yield from self._read_file(end)
+            if self._file == limit.file or at_or_before(limit, self.position):
+                return
+            if not self._next_file():
+                return
+
+    def _readable_end(self, limit: RelayPosition) -> int:
+        if limit.file == self._file:
+            return limit.offset
+        if before(limit, RelayPosition(self._file, 0)):
+            return self._offset  # the limit is behind this file: nothing to read
+        path = self.relay_dir / self._file
+        try:
+            return path.stat().st_size  # an older file than the limit's: complete
+        except OSError as exc:
+            raise_os_error(exc, path, "reading the relay log")
+
+    def _next_file(self) -> bool:
+        names = self._index.names()
+        if self._file not in names:
+            raise LogCorruptionError(
+                f"relay file {self._file} left the relay index while the applier read it",
+                file=self._file,
+                hint="only files older than the recorded checkpoint may be purged; restart "
+                "binlake replicate to re-read from the checkpoint",
+            )
+        here = names.index(self._file)
+        if here + 1 >= len(names):
+            return False
+        self._file, self._offset, self._ctx = names[here + 1], 0, None
+        return True
+
+    # ---- one file ---------------------------------------------------------------------------
+
+    def _read_file(self, end: int) -> Iterator[RelayGroup]:
+        path = self.relay_dir / self._file
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise_os_error(exc, path, "opening a relay file")
+        try:
+            chunk = self._chunk
+            while self._offset < end:
+                data = _pread(fd, min(chunk, end - self._offset), self._offset, path)
+                start = self._offset
+                yield from self._groups(data, whole=start + len(data) >= end)
+                if self._offset == start:
+                    chunk *= 2  # one group larger than the chunk: read it whole next time
+        finally:
+            os.close(fd)
+
+    def _groups(self, data: bytes, *, whole: bool) -> Iterator[RelayGroup]:
+        """The complete groups in ``data`` (read at ``self._offset``). ``whole``: ``data``
+        reaches the readable end, so a cut event is corruption, not the chunk's edge."""
+        base = self._offset
+        grouper = TransactionGrouper()
+        ctx = self._ctx
+        try:
+            for event in self._events(data, base):
+                if isinstance(event.payload, FormatContext):
+                    ctx = event.payload
+                group = grouper.feed(event)
+                if group is not None:
+                    yield self._relay_group(group, ctx)
+        except TruncatedEventError as error:
+            if whole:
+                raise self._damaged(error, base) from None
+        except BinlogFormatError as error:
+            raise self._damaged(error, base) from None
+        if whole and grouper.in_group:
+            raise LogCorruptionError(
+                "the relay log ends inside a transaction before a durable boundary",
+                file=self._file,
+                offset=grouper.open_events[0].offset,
+                hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
+            )
+
+    def _events(self, data: bytes, base: int) -> Iterator[BinlogEvent]:
+        if base == 0:
+            yield from EventStream(data)
+            return
+        stream = EventStream(data, ctx=self._ctx, expect_magic=False)
+        for event in stream:
+            yield BinlogEvent(event.offset + base, event.header, event.payload, event.raw)
+
+    def _relay_group(self, group: EventGroup, ctx: FormatContext | None) -> RelayGroup:
+        """The reader moves past ``group``; returns it with its positions."""
+        start = self._offset
+        self._offset, self._ctx = group.end_offset, ctx
+        if group.events[0].offset != OWN_FORMAT_DESCRIPTION_OFFSET:
+            self._tracker.on_group(group)
+        state = self._tracker.gtid_state
+        return RelayGroup(
+            group,
+            self._file,
+            group.end_offset,
+            self._tracker.position,
+            state.text() if state is not None else "",
+            group.end_offset - start,
+        )
+
+    def _damaged(self, error: BinlogFormatError, base: int) -> LogCorruptionError:
+        return LogCorruptionError(
+            f"the relay log is damaged before a durable boundary: {error.message}",
+            file=self._file,
+            offset=error.offset if error.offset is not None else base,
+            event_type=error.event_type,
+            hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
+        )
+
+
+def _pread(fd: int, size: int, offset: int, path: Path) -> bytes:
+    try:
+        data = os.pread(fd, size, offset)
+    except OSError as exc:
+        raise_os_error(exc, path, "reading the relay log")
+    if len(data) < size:
+        raise LogCorruptionError(
+            f"the relay file is shorter ({offset + len(data)} bytes) than its durable end "
+            f"({offset + size})",
+            file=path.name,
+            offset=offset + len(data),
+            hint="a relay file lost its tail under a running binlake; restart it",
+        )
+    return data

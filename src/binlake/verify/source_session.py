@@ -1,0 +1,174 @@
+"""The source side of `verify`: a consistent snapshot, its binlog position, and streamed rows.
+
+``SnapshotSession.begin`` runs ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` (REPEATABLE READ)
+and reads MariaDB's ``binlog_snapshot_file`` / ``binlog_snapshot_position`` status variables in
+that transaction: the binlog position P the snapshot is consistent with (MariaDB blocks commits
+to the binlog while it takes the snapshot, so every transaction before P is visible and none
+after it). Rows are read with an unbuffered cursor, in batches, never all at once. The session
+runs in UTC so that TIMESTAMP columns read as UTC.
+
+InnoDB (and other MVCC engines) only: a MyISAM table is read as it is at read time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import pymysql
+import pymysql.cursors
+
+from binlake.position import SourcePosition
+from binlake.source.client import set_query_timeouts
+from binlake.source.errmap import map_pymysql_error
+from binlake.source.settings import ConnectionSettings, connect_args
+from binlake.verify.canonical import VerifyColumn, quote_sql, source_expression
+from binlake.verify.errors import SnapshotUnsupportedError
+
+FETCH_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    name: str
+    #: information_schema DATA_TYPE, lower case.
+    data_type: str
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    name: str  # db.table
+    columns: tuple[SourceColumn, ...]
+    #: Primary key column names in key order; () without one.
+    key: tuple[str, ...]
+
+
+class SnapshotSession:
+    """One connection holding one consistent snapshot at a time."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        try:
+            self._conn = pymysql.connect(**connect_args(settings))
+        except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
+            raise map_pymysql_error(exc, settings, during="connect") from exc
+        set_query_timeouts(self._conn)
+        ((version,),) = self._query("SELECT VERSION()")
+        self.version = str(version)
+        self._query("SET SESSION time_zone = '+00:00'")
+        self._query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    def _query(self, sql: str, args: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.execute(sql, args)
+                return [tuple(row) for row in cursor.fetchall()]
+        except pymysql.err.MySQLError as exc:
+            raise map_pymysql_error(exc, self.settings, during=" ".join(sql.split()[:3])) from exc
+
+    def begin(self) -> SourcePosition:
+        """Open a consistent snapshot; returns the binlog position it is consistent with."""
+        if "mariadb" not in self.version.lower():
+            raise SnapshotUnsupportedError(
+                f"the source runs MySQL {self.version}: binlake verify needs MariaDB's "
+                "binlog_snapshot_file / binlog_snapshot_position",
+                host=self.settings.host,
+                port=self.settings.port,
+            )
+        self._query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        rows = dict(self._query("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'"))
+        file, position = rows.get("Binlog_snapshot_file"), rows.get("Binlog_snapshot_position")
+        if not file or position is None:
+            self.end()
+            raise SnapshotUnsupportedError(
+                "the source reports no binlog position for its consistent snapshot "
+                "(binlog_snapshot_file is empty: is log_bin off?)",
+                hint="enable the binary log on the source (log_bin); binlake replicates from it",
+                host=self.settings.host,
+                port=self.settings.port,
+            )
+        return SourcePosition(str(file), int(position))
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """``sql``'s rows (a failure is the mapped ``SourceError``, with the server's code)."""
+        return self._query(sql, args)
+
+    def stream(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        """``sql``'s rows, fetched in batches from an unbuffered cursor."""
+        try:
+            with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+                cursor.execute(sql, args)
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    yield from batch
+        except pymysql.err.MySQLError as exc:
+            raise map_pymysql_error(exc, self.settings, during=" ".join(sql.split()[:3])) from exc
+
+    def end(self) -> None:
+        """Close the snapshot (ROLLBACK: it only read)."""
+        self._query("ROLLBACK")
+
+    def base_tables(self) -> list[str]:
+        """Every base table as ``db.table``, sorted."""
+        rows = self._query(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+            "WHERE TABLE_TYPE = 'BASE TABLE'"
+        )
+        return sorted(f"{db}.{name}" for db, name in rows)
+
+    def describe(self, table: str) -> SourceTable | None:
+        """Columns (in order) and primary key of ``db.table``; None if it does not exist."""
+        database, _, name = table.partition(".")
+        columns = self._query(
+            "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (database, name),
+        )
+        if not columns:
+            return None
+        key = self._query(
+            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
+            (database, name),
+        )
+        return SourceTable(
+            table,
+            tuple(SourceColumn(str(c), str(t).lower()) for c, t in columns),
+            tuple(str(row[0]) for row in key),
+        )
+
+    def count(self, table: str) -> int:
+        """The table's row count in the snapshot."""
+        database, _, name = table.partition(".")
+        ((rows,),) = self._query(f"SELECT COUNT(*) FROM {quote_sql(database)}.{quote_sql(name)}")
+        return int(rows)
+
+    def rows(self, table: str, columns: Sequence[VerifyColumn]) -> Iterator[tuple[Any, ...]]:
+        """The table's rows in the snapshot, each value read by ``source_expression``."""
+        database, _, name = table.partition(".")
+        select = ", ".join(source_expression(c) for c in columns)
+        sql = f"SELECT {select} FROM {quote_sql(database)}.{quote_sql(name)}"
+        try:
+            with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+                cursor.execute(sql)
+                while batch := cursor.fetchmany(FETCH_ROWS):
+                    yield from batch
+        except pymysql.err.MySQLError as exc:
+            raise map_pymysql_error(exc, self.settings, during=f"SELECT FROM {table}") from exc
+
+    def close(self) -> None:
+        with contextlib.suppress(pymysql.err.Error):
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,471 @@
+"""`binlake verify`: each replicated table in the source equals its Iceberg table at the same
+source position (docs/recovery.md, "Verify").
+
+1. Open a consistent snapshot on the source; its binlog position is P (``source_session``).
+2. Until ``--timeout``: find, per table, the Iceberg snapshot holding the table as it was at P
+   (``plan.decide``: exact at P, or at Q < P with nothing in (Q, P] touching the table per
+   the relay log), waiting for the applier while it has not got there.
+3. Read the source table in the snapshot and the Iceberg table at that snapshot, normalise every
+   value of both through ``canonical`` and compare counts, checksums and keys
+   (``compare``).
+4. Tables whose state at P no Iceberg snapshot holds (a batch stepped over P) are tried again
+   with a new snapshot and a new P, at most ``attempts`` times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from binlake.config import Config
+from binlake.errors import BinlakeError, SourceError
+from binlake.lake.iceberg_meta import LakeTable, read_table
+from binlake.lake.schema import CHANGELOG_COLUMNS, CHANGELOG_OP
+from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
+from binlake.lake.spark_errors import spark_errors
+from binlake.lake.spark_types import lake_type_of
+from binlake.lake.target import LakeTarget, lake_target
+from binlake.position import SourcePosition, earliest
+from binlake.relay.scan import RelayFollower
+from binlake.source.settings import ConnectionSettings, connection_settings
+from binlake.verify.canonical import (
+    VerifyColumn,
+    key_text,
+    lake_expression,
+    lake_value,
+    mapping_problem,
+    quote_sql,
+    row_hash,
+    source_values,
+)
+from binlake.verify.compare import Differences, KeyedComparison, MultisetComparison
+from binlake.verify.errors import (
+    CatchUpTimeoutError,
+    TableMissingInLakeError,
+    TableNotInSourceError,
+    VerifyError,
+    VerifyRetriesExhaustedError,
+)
+from binlake.verify.plan import Decision, Exact, Retry, Unknown, Wait, decide, scan_start
+from binlake.verify.source_session import SnapshotSession, SourceTable
+
+#: Change-log operations that add a row image, and those that take one away.
+CHANGELOG_ADDS = frozenset({"insert", "update_after"})
+CHANGELOG_REMOVES = frozenset({"delete", "update_before"})
+#: MariaDB: "Table definition has changed, please retry transaction" (DDL after the snapshot).
+ER_TABLE_DEF_CHANGED = 1412
+Lineage = Callable[[tuple[str, ...]], LakeTable | None]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    #: ``db.table`` names; None: every replicated table of the source.
+    tables: tuple[str, ...] | None = None
+    max_differences: int = 10
+    timeout_s: float = 300.0
+    attempts: int = 5
+    poll_s: float = 0.5
+
+
+@dataclass
+class TableResult:
+    table: str
+    lake_table: str
+    #: ok | different | schema | error
+    status: str
+    position: SourcePosition | None = None
+    lake_position: SourcePosition | None = None
+    snapshot_id: int | None = None
+    keyless: bool = False
+    source_rows: int = 0
+    lake_rows: int = 0
+    source_checksum: str = ""
+    lake_checksum: str = ""
+    differences: Differences = field(default_factory=Differences)
+    schema_problems: tuple[str, ...] = ()
+    error: BinlakeError | None = None
+    attempts: int = 1
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class VerifyReport:
+    results: list[TableResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+
+class Verifier:
+    """One verify run; ``spark`` starts (or returns) the session when a table is compared."""
+
+    def __init__(
+        self,
+        spark: Callable[[], SparkSession],
+        target: LakeTarget,
+        settings: ConnectionSettings,
+        relay_dir: Path,
+        lineage: Lineage,
+        options: VerifyOptions,
+        progress: Progress | None = None,
+    ) -> None:
+        self.spark = spark
+        self.target = target
+        self.settings = settings
+        self.relay_dir = relay_dir
+        self.lineage = lineage
+        self.options = options
+        self.progress = progress or (lambda _message: None)
+        #: Tables with no Iceberg table (as last looked up).
+        self._missing: set[str] = set()
+
+    def run(self) -> VerifyReport:
+        with SnapshotSession(self.settings) as session:
+            tables = self._tables(session)
+            results = self._attempts(session, tables)
+        return VerifyReport([results[t] for t in tables])
+
+    # ---- which tables ------------------------------------------------------------------------
+
+    def _tables(self, session: SnapshotSession) -> list[str]:
+        existing = session.base_tables()
+        if self.options.tables is None:
+            return [t for t in existing if self.target.selected(t)]
+        tables = list(dict.fromkeys(self.options.tables))
+        for name in tables:
+            if name not in existing:
+                raise TableNotInSourceError("is not a table of the source", table=name)
+        return tables
+
+    # ---- attempts, waiting -------------------------------------------------------------------
+
+    def _attempts(self, session: SnapshotSession, tables: list[str]) -> dict[str, TableResult]:
+        deadline = time.monotonic() + self.options.timeout_s
+        results: dict[str, TableResult] = {}
+        reasons: dict[str, str] = {}
+        pending = list(tables)
+        for attempt in range(1, self.options.attempts + 1):
+            position = session.begin()
+            try:
+                self.progress(f"attempt {attempt}: source snapshot at {position}")
+                self._attempt(session, pending, position, deadline, results, reasons)
+            finally:
+                session.end()
+            for name in pending:
+                if name in results:
+                    results[name].attempts = attempt
+            pending = [t for t in pending if t not in results]
+            if not pending:
+                break
+        for name in pending:
+            error = VerifyRetriesExhaustedError(
+                f"after {self.options.attempts} attempts its state at the snapshot position was "
+                f"never in an Iceberg snapshot ({reasons.get(name, '?')})",
+                table=name,
+                attempts=self.options.attempts,
+            )
+            results[name] = self._error(name, error, self.options.attempts)
+        return results
+
+    def _attempt(
+        self,
+        session: SnapshotSession,
+        pending: list[str],
+        position: SourcePosition,
+        deadline: float,
+        results: dict[str, TableResult],
+        reasons: dict[str, str],
+    ) -> None:
+        """One snapshot at ``position``: decide, wait, compare; tables to retry get a reason."""
+        decisions, follower = self._wait(pending, position, deadline)
+        for name in pending:
+            decision = decisions[name]
+            if isinstance(decision, Retry):
+                reasons[name] = decision.reason
+                self.progress(f"{name}: retrying: {decision.reason}")
+                continue
+            try:
+                results[name] = self._finish(session, name, position, decision, follower)
+            except SourceError as error:
+                if error.code != ER_TABLE_DEF_CHANGED:
+                    raise
+                reasons[name] = "its definition changed after the source snapshot (DDL)"
+                self.progress(f"{name}: retrying: {reasons[name]}")
+
+    def _wait(
+        self, tables: Sequence[str], position: SourcePosition, deadline: float
+    ) -> tuple[dict[str, Decision], RelayFollower]:
+        lineages = {name: self._lineage(name) for name in tables}
+        follower = RelayFollower(
+            self.relay_dir,
+            after=_scan_start(lineages.values(), position),
+            keep=lambda txn: any(txn.touches(name) for name in tables),
+        )
+        said: dict[str, str] = {}
+        while True:
+            follower.refresh()
+            decisions = {n: decide(lineages[n], n, position, follower) for n in tables}
+            waiting = [n for n, d in decisions.items() if isinstance(d, Wait)]
+            if not waiting or time.monotonic() >= deadline:
+                return decisions, follower
+            for name in waiting:
+                decision = decisions[name]
+                assert isinstance(decision, Wait)
+                if said.get(name) != decision.reason:
+                    said[name] = decision.reason
+                    self.progress(f"{name}: waiting: {decision.reason}")
+            time.sleep(self.options.poll_s)
+            lineages.update({name: self._lineage(name) for name in waiting})
+
+    def _lineage(self, name: str) -> LakeTable:
+        """The table's lineage; a table without an Iceberg table is an empty lineage (the
+        applier creates tables at their first rows) and is remembered as missing."""
+        identifier = self.target.identifier(name)
+        table = self.lineage(identifier)
+        if table is None:
+            self._missing.add(name)
+            return LakeTable(identifier, ())
+        self._missing.discard(name)
+        return table
+
+    def _finish(
+        self,
+        session: SnapshotSession,
+        name: str,
+        position: SourcePosition,
+        decision: Decision,
+        follower: RelayFollower,
+    ) -> TableResult:
+        if isinstance(decision, Wait):
+            applied = self._lineage(name).latest_binlake
+            error = CatchUpTimeoutError(
+                f"not at {position} after {self.options.timeout_s:g} s: {decision.reason}",
+                table=name,
+                target=str(position),
+                applied=None if applied is None else str(applied.position),
+                relay_end=None if follower.end is None else str(follower.end),
+            )
+            return self._error(name, error, 1)
+        if isinstance(decision, Unknown):
+            hint = "keep the newest binlake snapshot when expiring snapshots; re-snapshot the table"
+            return self._error(name, VerifyError(decision.reason, table=name, hint=hint), 1)
+        assert isinstance(decision, Exact)
+        if name in self._missing:
+            return self._without_lake_table(session, name, position)
+        self.progress(f"{name}: comparing at {position}")
+        return self._compare(session, name, position, decision)
+
+    def _without_lake_table(
+        self, session: SnapshotSession, name: str, position: SourcePosition
+    ) -> TableResult:
+        """No Iceberg table and nothing to apply: right only if the source table is empty."""
+        lake = self.target.lake_table(name)
+        rows = session.count(name)
+        if rows == 0:
+            note = "no Iceberg table yet, and the source table is empty"
+            return TableResult(name, lake, "ok", position=position, keyless=False, note=note)
+        error = TableMissingInLakeError(
+            f"has no Iceberg table ({lake}) but {rows} rows in the source at {position}",
+            table=name,
+            lake_table=lake,
+        )
+        return self._error(name, error, 1)
+
+    def _error(self, name: str, error: BinlakeError, attempts: int) -> TableResult:
+        lake = self.target.lake_table(name)
+        return TableResult(name, lake, "error", error=error, attempts=attempts)
+
+    # ---- comparing ---------------------------------------------------------------------------
+
+    def _compare(
+        self, session: SnapshotSession, name: str, position: SourcePosition, decision: Exact
+    ) -> TableResult:
+        lake_name = self.target.lake_table(name)
+        snapshot = decision.snapshot
+        result = TableResult(
+            name,
+            lake_name,
+            "ok",
+            position=position,
+            lake_position=decision.position,
+            snapshot_id=None if snapshot is None else snapshot.snapshot_id,
+        )
+        source = session.describe(name)
+        if source is None:
+            raise TableNotInSourceError("disappeared from the source", table=name)
+        frame = self._lake_frame(lake_name, result.snapshot_id)
+        changelog = CHANGELOG_OP in frame.schema.fieldNames()
+        columns, problems = _columns(source, frame.schema, changelog)
+        if problems:
+            result.status, result.schema_problems = "schema", tuple(problems)
+            return result
+        key = () if changelog else source.key or self.target.key_columns.get(name, ())
+        result.keyless = not key
+        limit = self.options.max_differences
+        if key:
+            keyed = KeyedComparison(limit)
+            self._feed_keyed(keyed, session, source.name, columns, key, frame)
+            result.differences = keyed.finish()
+            digests = keyed.source, keyed.lake
+        else:
+            multiset = MultisetComparison(limit)
+            self._feed_multiset(multiset, session, source.name, columns, frame, changelog)
+            result.differences = multiset.finish()
+            digests = multiset.source, multiset.lake
+        result.source_rows, result.lake_rows = digests[0].rows, digests[1].rows
+        result.source_checksum, result.lake_checksum = (d.checksum_hex for d in digests)
+        if result.differences.total or result.source_checksum != result.lake_checksum:
+            result.status = "different"
+        return result
+
+    def _lake_frame(self, lake_name: str, snapshot_id: int | None) -> Any:
+        """The table at ``snapshot_id`` with that snapshot's schema (``VERSION AS OF``; the
+        reader option ``snapshot-id`` would apply today's schema); None: no rows."""
+        spark = self.spark()
+        statement = f"SELECT * FROM {lake_name} VERSION AS OF {snapshot_id}"
+        with spark_errors(statement, lake_name):
+            if snapshot_id is None:
+                return spark.table(lake_name).limit(0)
+            return spark.sql(statement)
+
+    def _feed_keyed(
+        self,
+        comparison: KeyedComparison,
+        session: SnapshotSession,
+        table: str,
+        columns: list[VerifyColumn],
+        key: Sequence[str],
+        frame: Any,
+    ) -> None:
+        folded = [c.name.casefold() for c in columns]
+        key_index = [folded.index(k.casefold()) for k in key]
+        key_columns = [columns[i] for i in key_index]
+        for row in session.rows(table, columns):
+            values = source_values(columns, row)
+            text = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_source(text, row_hash(columns, values))
+        for values, _op in _lake_rows(frame, columns, changelog=False):
+            text = key_text(key_columns, [values[i] for i in key_index])
+            comparison.add_lake(text, row_hash(columns, values))
+
+    def _feed_multiset(
+        self,
+        comparison: MultisetComparison,
+        session: SnapshotSession,
+        table: str,
+        columns: list[VerifyColumn],
+        frame: Any,
+        changelog: bool,
+    ) -> None:
+        for row in session.rows(table, columns):
+            comparison.add_source(row_hash(columns, source_values(columns, row)))
+        for values, op in _lake_rows(frame, columns, changelog=changelog):
+            hashed = row_hash(columns, values)
+            if op is None or op in CHANGELOG_ADDS:
+                comparison.add_lake(hashed)
+            elif op in CHANGELOG_REMOVES:
+                comparison.remove_lake(hashed)
+            else:
+                raise VerifyError(f"unknown change-log operation {op!r} in {CHANGELOG_OP}")
+
+
+def _scan_start(lineages: Iterable[LakeTable], position: SourcePosition) -> SourcePosition | None:
+    starts = [scan_start(table, position) for table in lineages]
+    known = [s for s in starts if s is not None]
+    if not known or len(known) < len(starts):
+        return None
+    return earliest(known)
+
+
+def _columns(
+    source: SourceTable, schema: Any, changelog: bool
+) -> tuple[list[VerifyColumn], list[str]]:
+    """The columns in source order with their lake types, or the reasons they do not match.
+    Names match as MariaDB's do (case-insensitively); a change log's own columns are not data."""
+    lake_fields = {f.name.casefold(): f for f in schema.fields}
+    if changelog:
+        for name, _type, _comment in CHANGELOG_COLUMNS:
+            lake_fields.pop(name.casefold(), None)
+    problems: list[str] = []
+    columns: list[VerifyColumn] = []
+    for column in source.columns:
+        lake_field = lake_fields.pop(column.name.casefold(), None)
+        if lake_field is None:
+            problems.append(f"column {column.name} is missing in the lake")
+            continue
+        lake = lake_type_of(lake_field.dataType)
+        if lake is None:
+            problems.append(f"column {column.name}: lake type {lake_field.dataType.simpleString()}")
+            continue
+        verify_column = VerifyColumn(column.name, lake[0], lake[1], column.data_type)
+        problem = mapping_problem(verify_column)
+        if problem is not None:
+            problems.append(problem)
+        columns.append(verify_column)
+    problems += [
+        f"column {f.name} is in the lake but not in the source" for f in lake_fields.values()
+    ]
+    return columns, problems
+
+
+def _lake_rows(
+    frame: Any, columns: Sequence[VerifyColumn], *, changelog: bool
+) -> Iterable[tuple[list[Any], str | None]]:
+    """(values, change-log operation or None) of every lake row."""
+    expressions = [lake_expression(c) for c in columns]
+    if changelog:
+        expressions.append(quote_sql(CHANGELOG_OP))
+    selected = frame.selectExpr(*expressions)
+    width = len(columns)
+    with spark_errors("read the lake table"):
+        for row in selected.toLocalIterator(prefetchPartitions=True):
+            values = [lake_value(c, v) for c, v in zip(columns, row[:width], strict=True)]
+            yield values, (str(row[width]) if changelog else None)
+
+
+def verify_config(
+    config: Config,
+    options: VerifyOptions,
+    progress: Progress | None = None,
+    *,
+    target: LakeTarget | None = None,
+    spark_session: SparkSession | None = None,
+) -> VerifyReport:
+    """Verify the tables ``config`` replicates. Spark starts only when a table is read, unless
+    a running ``spark_session`` is given (it is then left running)."""
+    target = target if target is not None else lake_target(config)
+    given = [spark_session] if spark_session is not None else []
+    started: list[SparkSession] = []
+
+    def spark() -> SparkSession:
+        if given:
+            return given[0]
+        if not started:
+            started.append(build_session(spark_settings(target, "binlake-verify")))
+        return started[0]
+
+    def lineage(identifier: tuple[str, ...]) -> LakeTable | None:
+        if target.embedded:
+            return read_table(target.warehouse, identifier)
+        from binlake.lake.catalog import spark_table_lineage, table_exists
+
+        if not table_exists(spark(), target, identifier):
+            return None
+        return spark_table_lineage(spark(), target, identifier)
+
+    settings = connection_settings(config.source)
+    verifier = Verifier(spark, target, settings, config.state.relay_dir, lineage, options, progress)
+    try:
+        return verifier.run()
+    finally:
+        for session in started:
+            stop_session(session)
