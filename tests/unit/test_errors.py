@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
+
+import pytest
 
 import binlake
 from binlake.errors import (
     BinlakeError,
+    RowImageError,
+    SourceAuthError,
     SourceConfigError,
+    SourceConnectionLostError,
     SourcePositionLostError,
+    StatementFormatError,
+    UnsupportedDefaultError,
     exit_code_for,
 )
 
@@ -57,3 +66,48 @@ def test_position_lost_names_the_remedy_and_the_requested_position() -> None:
     assert error.fields()["requested"] == "mariadb-bin.000001:4"
     assert "binlake snapshot" in error.hint
     assert exit_code_for(error) == 66
+
+
+BASE_KEYWORDS = frozenset({"hint", "file", "offset", "event_type", "table"})
+
+
+def test_every_error_raised_in_the_package_passes_only_fields_its_class_declares() -> None:
+    """Fields are declared once per class (annotations) and taken as keyword arguments; a
+    keyword no class above declares would be a TypeError where the error is raised."""
+    classes = {cls.__name__: cls for cls in all_error_classes()}
+    package = Path(binlake.__file__).parent
+    calls = 0
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            cls = classes.get(name or "")
+            if cls is None:
+                continue
+            calls += 1
+            accepted = BASE_KEYWORDS | set(cls.declared_fields())
+            for keyword in node.keywords:
+                if keyword.arg is not None and keyword.arg not in accepted:
+                    wrong.append(f"{path.name}:{node.lineno} {name}({keyword.arg}=...)")
+    assert calls > 100
+    assert wrong == []
+
+
+def test_an_undeclared_field_is_refused() -> None:
+    with pytest.raises(TypeError, match="has no field 'setting'"):
+        SourcePositionLostError("purged", setting="log_bin")
+
+
+def test_fields_keep_their_declared_defaults_and_fixed_values() -> None:
+    lost = SourceConnectionLostError("eof", host="db1")
+    assert (lost.timed_out, lost.code, lost.host) == (False, None, "db1")
+    statement = StatementFormatError("DML in a QUERY", table="shop.t", file="relay-bin.000001")
+    assert statement.fields()["setting"] == "binlog_format"
+    assert (statement.table, statement.file) == ("shop.t", "relay-bin.000001")
+    assert RowImageError("no column", table="shop.t").setting == "binlog_row_image"
+    assert "shop.t" in UnsupportedDefaultError("expr", table="shop.t").hint
+    assert UnsupportedDefaultError("expr").hint == UnsupportedDefaultError.default_hint
+    assert set(SourceAuthError.declared_fields()) == {"code", "host", "port", "user"}
