@@ -1,7 +1,8 @@
 # binlake developer and CI entry points (GNU make, Debian 12, run as root).
 #
 #   make deps        system packages (MariaDB server and client, Java 17, jarjar), only when missing
-#   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark)
+#   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
+#                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
 #                    (python -m binlake.lake.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
