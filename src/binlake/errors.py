@@ -25,6 +25,11 @@ __all__ = [
     "ApplyError",
     "BinlakeError",
     "BinlogFormatError",
+    "CatalogAuthError",
+    "CatalogCommitUnknownError",
+    "CatalogConfigError",
+    "CatalogError",
+    "CatalogUnreachableError",
     "CheckpointError",
     "CheckpointRecordError",
     "ChecksumMismatchError",
@@ -54,6 +59,9 @@ __all__ = [
     "SourceProtocolError",
     "SourceUnreachableError",
     "SparkError",
+    "SparkMasterError",
+    "SparkMasterUnreachableError",
+    "SparkNoExecutorsError",
     "SparkSetupError",
     "SparkStatementError",
     "StateFileCorruptError",
@@ -62,6 +70,7 @@ __all__ = [
     "StatePayloadTooLargeError",
     "StatementFormatError",
     "StorageError",
+    "TargetError",
     "TruncatedEventError",
     "UnsupportedDdlError",
     "UnsupportedDefaultError",
@@ -347,6 +356,103 @@ class SparkStatementError(SparkError):
     statement: str | None = None
 
 
+class SparkMasterError(SparkError):
+    """The Spark master cannot be used as configured (``[spark] master`` malformed, or not a
+    master); ``master`` is the URL."""
+
+    default_hint = (
+        "set [spark] master to spark://HOST:PORT of a running standalone master (several "
+        "masters: spark://H1:P1,H2:P2), or local[N] for Spark inside binlake"
+    )
+    retryable: ClassVar[bool] = False
+
+    master: str | None = None
+
+
+class SparkMasterUnreachableError(SparkMasterError):
+    """Nothing accepts connections at the master's address, or the master never accepted the
+    application (Spark gives up after three 20 s registration attempts)."""
+
+    default_hint = (
+        "start the master, or fix [spark] master (its log names the address it listens on); "
+        "check that this host reaches it (firewall, DNS)"
+    )
+    retryable = True
+
+
+class SparkNoExecutorsError(SparkError):
+    """The application registered with the master but got no executor: no worker has the
+    free cores or memory it asks for. ``app_state``, ``free_cores`` are the master's view."""
+
+    default_hint = (
+        "free cores on the cluster (another application holds them), or lower "
+        "spark.cores.max / spark.executor.cores / spark.executor.memory in [spark.conf] to "
+        "what one worker offers (the master's UI lists them)"
+    )
+
+    master: str | None = None
+    waited_s: float | None = None
+    app_state: str | None = None
+    free_cores: int | None = None
+
+
+class TargetError(BinlakeError):
+    """The lake target cannot be written as configured: a namespace binlake may not create
+    or write, a warehouse without space. ``check`` names the check that failed."""
+
+    default_hint = "run `binlake check-target --config F`: it prints the fix for each problem"
+
+    check: str | None = None
+
+
+class CatalogError(BinlakeError):
+    """The Iceberg catalog refused or failed a request. ``catalog`` is the Spark catalog name,
+    ``uri`` its address (any password in it masked)."""
+
+    default_hint = "check the [catalog] section (or the spark.sql.catalog.* keys in [spark.conf])"
+    retryable: ClassVar[bool] = False
+
+    catalog: str | None = None
+    uri: str | None = None
+
+
+class CatalogUnreachableError(CatalogError):
+    """No connection to the catalog (its database is down, refuses, times out, or ended the
+    connection). Nothing was committed by the statement that failed, or, during a commit, the
+    table's position tells whether it was: binlake re-reads it before applying again."""
+
+    default_hint = (
+        "check that the catalog's database runs and that [catalog] uri names its host and "
+        "port; a running `binlake replicate` retries with backoff, then stops (nothing lost)"
+    )
+    retryable = True
+
+
+class CatalogAuthError(CatalogError):
+    """The catalog's database refused the login (user or password)."""
+
+    default_hint = (
+        "check [catalog] user and its password (password_env / password_file) against the "
+        "catalog database's accounts"
+    )
+
+
+class CatalogConfigError(CatalogError):
+    """The catalog settings cannot work: the database in the uri does not exist, no JDBC
+    driver on spark.jars for the uri."""
+
+
+class CatalogCommitUnknownError(CatalogError):
+    """The catalog lost the connection during a commit: whether the commit landed is unknown
+    until the table is read again. binlake never assumes either way."""
+
+    default_hint = (
+        "run binlake again: it reads each table's newest binlake snapshot and applies only "
+        "what the table does not hold, whichever way the commit went"
+    )
+    retryable = True
+
+
 class SchemaEvolutionError(BinlakeError):
     """The applier cannot follow a source table's DDL; ``statement`` is the DDL text, ``column``
     the column at fault (where one is). The hint names the options: exclude the table, or
@@ -444,6 +550,14 @@ EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (UnsupportedTypeError, 65),
     (StateLockedError, 75),
     (SourceAuthError, 77),
+    (CatalogAuthError, 77),
+    (CatalogConfigError, 78),
+    (CatalogUnreachableError, 69),
+    (CatalogCommitUnknownError, 75),
+    (SparkMasterUnreachableError, 69),
+    (SparkMasterError, 78),
+    (SparkNoExecutorsError, 69),
+    (TargetError, 73),
     (SourceConfigError, 78),
     (SourcePositionLostError, 66),
     (SourceIdentityChangedError, 65),

@@ -34,15 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binlake.apply.accounting import RelayAccounting
-from binlake.apply.batch_apply import BatchApplier
+from binlake.apply.batch_apply import BatchApplier, BatchResult
+from binlake.apply.catalog_retry import CatalogRetry, retryable
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
 from binlake.config import Config
 from binlake.console import MB, Console
 from binlake.crashpoints import crash_point
-from binlake.errors import SourcePositionLostError
+from binlake.errors import CatalogError, SourcePositionLostError
 from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
 from binlake.lake.target import LakeTarget
+from binlake.lake.target_check import probe_catalog
 from binlake.metrics import LAG_BYTES, LAG_SECONDS, ROWS_APPLIED, TRANSACTIONS_APPLIED, Metrics
 from binlake.position import RelayPosition, SourcePosition, at_or_before, before, earliest
 from binlake.relay import INDEX_NAME
@@ -50,6 +52,7 @@ from binlake.relay.handoff import RelayProgress, RelayState
 from binlake.relay.reader import RelayGroup, RelayReader
 from binlake.snapshot.runner import SnapshotRunner
 from binlake.source.hints import SourceHints
+from binlake.source.policy import Backoff
 from binlake.source.settings import connection_settings
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
 from binlake.storage.index import LogIndex
@@ -127,6 +130,13 @@ class Applier:
         self._gap_check: tuple[str, SourcePosition] | None = None
         self._snapshots = SnapshotRunner(config, spark, self.lake, console)
         self._requests_checked = 0.0
+        self._catalog_retry = CatalogRetry(
+            lambda: probe_catalog(spark, target),
+            Backoff.from_config(config.receiver),
+            config.applier.catalog_give_up_s,
+            console,
+            self._stop,
+        )
 
     def request_stop(self) -> None:
         """Stop after the batch being committed (an open batch is abandoned, never half
@@ -288,20 +298,39 @@ class Applier:
 
     def _apply_all(self, batches: list[Batch]) -> None:
         for batch in batches:
-            self._apply(batch)
+            if not self._apply(batch):
+                return  # stopped while the catalog was failing: the batch is read again
 
-    def _apply(self, batch: Batch) -> None:
+    def _apply(self, batch: Batch) -> bool:
         number = self._next_batch
         self._next_batch += 1
         session = self._started()
-        with session.warehouse_sync.committing():
-            result = session.batches.apply(batch, number)
+        result = self._apply_retrying(session, batch, number)
+        if result is None:
+            return False
         session.accounting.on_batch_done(batch, result.held)
         for line in result.messages:
             self.console.message("apply", line)
         self._account(batch, result.committed)
         self._purge()
         self._report(self.relay.state())
+        return True
+
+    def _apply_retrying(self, session: _Session, batch: Batch, number: int) -> BatchResult | None:
+        """``batch`` applied, riding out a failing catalog (``catalog_retry``): after each
+        failure every table's position is read from the catalog again, so a commit that
+        landed before its answer was lost is not applied twice. None: a stop was requested
+        while the catalog failed (the batch is abandoned, read again at the next start)."""
+        while True:
+            try:
+                with session.warehouse_sync.committing():
+                    return session.batches.apply(batch, number)
+            except CatalogError as error:
+                if not retryable(error):
+                    raise
+                if not self._catalog_retry.wait(error):
+                    return None
+                self.lake.reload()
 
     def _release_holds(self, table: str) -> None:
         if self._session is not None:

@@ -2,7 +2,9 @@
 
 The process takes the state folder's lock once, for both: the receiver writes the relay log,
 the applier writes the checkpoint record and purges old relay files. The receiver recovers the
-relay log at its start (design "Recovery routine", step 1) while this thread starts Spark; the
+relay log at its start (design "Recovery routine", step 1) while this thread starts Spark and
+checks the target (``binlake.lake.target_check``: the master, an executor, the catalog, the
+namespaces, the warehouse's space; a problem stops the run with its fix); the
 applier then reads the lake's positions and starts at the recorded checkpoint (steps 2-4, see
 ``binlake.apply.applier``). A lost source position is the receiver's
 ``SourcePositionLostError`` (step 5), raised here.
@@ -24,6 +26,7 @@ from binlake.config import Config
 from binlake.console import Console, ReceiverProgress
 from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
 from binlake.lake.target import lake_target
+from binlake.lake.target_check import require_target
 from binlake.metrics import Metrics, MetricsServer
 from binlake.relay.handoff import RelayProgress
 from binlake.source.receiver import Receiver, ReceiveResult
@@ -114,6 +117,7 @@ class Replicator:
         own = self._spark is None
         spark = self._spark or build_session(spark_settings(self.target, APP_NAME))
         try:
+            require_target(spark, self.target)
             applier = self._applier = Applier(
                 self.config,
                 spark,

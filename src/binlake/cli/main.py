@@ -16,6 +16,7 @@ from binlake import __version__
 from binlake.cli import (
     binlog_cmd,
     check_source_cmd,
+    check_target_cmd,
     receive_cmd,
     replicate_cmd,
     snapshot_cmd,
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     binlog_cmd.register(commands)
     check_source_cmd.register(commands)
+    check_target_cmd.register(commands)
     receive_cmd.register(commands)
     replicate_cmd.register(commands)
     snapshot_cmd.register(commands)

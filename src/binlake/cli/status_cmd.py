@@ -3,8 +3,9 @@ relay size on disk. Read-only: it takes no lock and runs no recovery, so it work
 running `binlake replicate`. ``--json`` prints one object (``binlake.verify.status.status_json``,
 a stable interface).
 
-Spark starts only for a catalog other than the embedded one (whose metadata files are read
-directly); an unreachable source is reported in the output, never fatal.
+Spark starts only for a catalog it cannot read directly: the embedded one's metadata files are
+read from its folder, a JDBC catalog on PostgreSQL (with a local warehouse) from its database;
+an unreachable source is reported in the output, never fatal.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def render_status(report: StatusReport) -> str:
     if relay.checkpoint_error is not None:
         checkpoint = f"unreadable: {relay.checkpoint_error}"
     lines.append(f"checkpoint {checkpoint}")
-    lines.append(f"lake       catalog {report.catalog} in {report.warehouse}")
+    lines.append(f"lake       catalog {report.catalog} in {report.location or report.warehouse}")
     lines.append(f"tables     {len(report.tables)}")
     if report.tables:
         lines += _table_lines(report.tables)

@@ -42,6 +42,14 @@ from binlake.config.applier import (
     TablesConfig,
     TargetConfig,
 )
+from binlake.config.catalog import (
+    CATALOG_KEYS,
+    CatalogConfig,
+    CatalogType,
+    catalog_config,
+    catalog_password_env,
+)
+from binlake.config.secrets import Secret, read_password
 from binlake.config.values import (
     ENV_PREFIX,
     REQUIRED,
@@ -60,6 +68,8 @@ __all__ = [
     "ENV_PREFIX",
     "SECTIONS",
     "ApplierConfig",
+    "CatalogConfig",
+    "CatalogType",
     "Config",
     "Key",
     "OnDrop",
@@ -97,32 +107,6 @@ class SyncPolicy(StrEnum):
 
     GROUPED = "grouped"
     EVERY_TRANSACTION = "every-transaction"
-
-
-class Secret:
-    """A password: ``reveal()`` gives it; ``repr``/``str`` never do."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-    def __reduce__(self) -> Any:
-        raise TypeError("a Secret is not picklable")
 
 
 # ---- sections -------------------------------------------------------------------------------
@@ -206,6 +190,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     applier: ApplierConfig = field(default_factory=ApplierConfig)
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
+    catalog: CatalogConfig = field(default_factory=CatalogConfig)
 
 
 # ---- key specs ------------------------------------------------------------------------------
@@ -337,6 +322,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "spark": SPARK_KEYS,
     "applier": APPLIER_KEYS,
     "snapshot": SNAPSHOT_KEYS,
+    "catalog": CATALOG_KEYS,
 }
 
 
@@ -374,20 +360,25 @@ def config_from_mapping(
         name: _read_section(data, name, keys, env, base_dir) for name, keys in SECTIONS.items()
     }
     source = _source(values["source"], env)
-    _check_env_typos(env, source.password_env)
+    _check_env_typos(env, {source.password_env, catalog_password_env(data.get("catalog", {}), env)})
     receiver = _receiver(values["receiver"])
     target = values["target"]
     if target["warehouse"] is None:
         target["warehouse"] = base_dir / "warehouse"
+    spark = SparkConfig(**values["spark"])
+    catalog = catalog_config(
+        values["catalog"], env, target_catalog=target["catalog"], spark_conf=spark.conf
+    )
     return Config(
         source,
         StateConfig(**values["state"]),
         receiver,
         target=TargetConfig(**target),
         tables=TablesConfig(**values["tables"]),
-        spark=SparkConfig(**values["spark"]),
+        spark=spark,
         applier=ApplierConfig(**values["applier"]),
         snapshot=SnapshotConfig(**values["snapshot"]),
+        catalog=catalog,
     )
 
 
@@ -448,13 +439,7 @@ def _read_section(
 def _source(values: dict[str, Any], env: Mapping[str, str]) -> SourceConfig:
     password_env: str | None = values.pop("password_env")
     password_file: Path | None = values.pop("password_file")
-    if password_env is not None and password_file is not None:
-        raise ConfigError(
-            "[source] sets both password_env and password_file",
-            field="source.password_env",
-            hint="keep one of them: the password comes from one place only",
-        )
-    password, origin = _password(password_env, password_file, env)
+    password, origin = read_password("source", password_env, password_file, env)
     tls_paths = [values[k] for k in ("ssl_ca", "ssl_cert", "ssl_key")]
     if (values["ssl_cert"] is None) != (values["ssl_key"] is None):
         missing = "ssl_key" if values["ssl_key"] is None else "ssl_cert"
@@ -471,33 +456,6 @@ def _source(values: dict[str, Any], env: Mapping[str, str]) -> SourceConfig:
     )
 
 
-def _password(
-    env_name: str | None, file: Path | None, env: Mapping[str, str]
-) -> tuple[Secret | None, str]:
-    if env_name is not None:
-        value = env.get(env_name)
-        if value is None:
-            raise ConfigError(
-                f"[source] password_env names the environment variable {env_name}, "
-                "which is not set",
-                field="source.password_env",
-                hint=f"export {env_name} with the replication user's password",
-            )
-        return Secret(value), f"environment variable {env_name}"
-    if file is not None:
-        try:
-            text = file.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ConfigError(
-                f"[source] password_file {file} cannot be read: {reason}",
-                field="source.password_file",
-                hint="check the path and its permissions (readable by binlake only)",
-            ) from None
-        return Secret(text.removesuffix("\n").removesuffix("\r")), f"file {file}"
-    return None, "none"
-
-
 def _receiver(values: dict[str, Any]) -> ReceiverConfig:
     if values["reconnect_max_s"] < values["reconnect_initial_s"]:
         raise ConfigError(
@@ -508,12 +466,13 @@ def _receiver(values: dict[str, Any]) -> ReceiverConfig:
     return ReceiverConfig(**values)
 
 
-def _check_env_typos(env: Mapping[str, str], password_env: str | None) -> None:
-    """``BINLAKE_SOURCE_PROT=...`` must not be ignored: every such variable names a key."""
+def _check_env_typos(env: Mapping[str, str], password_envs: set[str | None]) -> None:
+    """``BINLAKE_SOURCE_PROT=...`` must not be ignored: every such variable names a key (or
+    holds a password: a ``password_env`` names it)."""
     known = {key.env_var(section) for section, keys in SECTIONS.items() for key in keys}
     prefixes = tuple(f"{ENV_PREFIX}{section}_".upper() for section in SECTIONS)
     for name in sorted(env):
-        if name.startswith(prefixes) and name not in known and name != password_env:
+        if name.startswith(prefixes) and name not in known and name not in password_envs:
             section = name[len(ENV_PREFIX) :].split("_", 1)[0].lower()
             raise ConfigError(
                 f"environment variable {name} names no key of [{section}]",

@@ -18,6 +18,7 @@ from binlake.config.values import (
     float_value,
     globs_value,
     int_value,
+    jars_value,
     key_columns_value,
     namespace_map_value,
     path_value,
@@ -81,6 +82,13 @@ class SparkConfig:
 
     master: str = "local[2]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: Jars for ``spark.jars`` beside the Iceberg runtime (JDBC drivers...).
+    jars: tuple[str, ...] = ()
+    #: The standalone master's web UI (``http://HOST:8080``): lets binlake say why an
+    #: application gets no executor.
+    master_ui: str | None = None
+    #: How long a session on a cluster waits for its first executor.
+    executor_wait_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,8 @@ class ApplierConfig:
     max_seconds: float = 2.0
     #: Port of the Prometheus endpoint; 0 = none.
     metrics_port: int = 0
+    #: How long a batch waits out a failing catalog before binlake stops.
+    catalog_give_up_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -152,6 +162,28 @@ SPARK_KEYS: tuple[Key, ...] = (
         {},
         "any spark.* setting, passed through; wins over binlake's defaults",
     ),
+    Key(
+        "jars",
+        "list",
+        jars_value,
+        (),
+        "jars for spark.jars beside the Iceberg runtime (a JDBC driver: "
+        "/usr/share/java/postgresql.jar); paths relative to the config file's folder",
+    ),
+    Key(
+        "master_ui",
+        "str",
+        str_value(),
+        None,
+        "a standalone master's web UI (http://HOST:8080): says why an application gets no executor",
+    ),
+    Key(
+        "executor_wait_s",
+        "float",
+        float_value(0.0, 3600.0),
+        120.0,
+        "on a cluster: longest wait for the first executor before stopping with a typed error",
+    ),
 )
 
 APPLIER_KEYS: tuple[Key, ...] = (
@@ -182,6 +214,14 @@ APPLIER_KEYS: tuple[Key, ...] = (
         int_value(0, 65535),
         0,
         "port of the Prometheus metrics endpoint of binlake replicate; 0 = none",
+    ),
+    Key(
+        "catalog_give_up_s",
+        "float",
+        float_value(0.0, 86_400.0),
+        300.0,
+        "a batch the catalog failed is retried (backoff of [receiver] reconnect_*) this long, "
+        "then binlake replicate stops",
     ),
 )
 

@@ -156,6 +156,16 @@ def _text_list(
     return tuple(texts)
 
 
+def jars_value(value: object, name: str, base: Path) -> tuple[str, ...]:
+    """Jar locations: URIs (``hdfs://...``, ``file:...``) as they are, paths made absolute
+    against the config file's folder."""
+    jars = _text_list(value, name, '["/usr/share/java/postgresql.jar"]')
+    return tuple(
+        jar if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", jar) else str(path_value(jar, name, base))
+        for jar in jars
+    )
+
+
 def globs_value(value: object, name: str, _base: Path) -> tuple[str, ...]:
     globs = _text_list(value, name, '["shop.*", "crm.customer"]')
     for glob in globs:

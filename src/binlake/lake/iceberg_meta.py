@@ -175,9 +175,14 @@ def current_metadata(meta_dir: Path) -> dict[str, Any] | None:
         version += 1
     path = _version_file(meta_dir, version)
     assert path is not None
+    return load_metadata(path)
+
+
+def load_metadata(path: Path) -> dict[str, Any]:
+    """A table metadata file (``*.metadata.json``, gzip-compressed ones too), parsed."""
     try:
         raw = path.read_bytes()
-        if path.name.endswith(".gz.metadata.json"):
+        if path.name.endswith(".gz.metadata.json") or raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
         data = json.loads(raw)
     except (OSError, ValueError) as exc:

@@ -13,6 +13,15 @@ few shuffle partitions. ``PYSPARK_PYTHON`` is the running interpreter and ``SPAR
 127.0.0.1 for local masters. Py4J's pinned threads (pyspark's default) are required: snapshot
 properties ride in a Java thread-local (``binlake.lake.commit``).
 
+Secrets (``secret_conf``: a JDBC catalog's password) are set on the session after it started
+(``spark.conf.set``; catalogs read their options when first used): everything on the builder
+lands on the driver JVM's command line, which every user of the host sees in ``ps``.
+
+A standalone master (``spark://``) is checked before the JVM starts and after
+(``binlake.lake.cluster``): an address nothing answers at, a malformed URL, a master that
+never accepts the application, and an application no worker gives an executor are typed
+errors, never a hang or a Java stack trace.
+
 One session per process: ``build_session`` refuses to start a second while one runs (pyspark
 would silently hand back the first with its old settings). ``stop_session`` stops it and the
 Py4J callback server ``binlake.lake.commit`` started for it.
@@ -29,15 +38,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from binlake.errors import SparkSetupError
+from binlake.config import Secret
+from binlake.errors import BinlakeError, SparkMasterUnreachableError, SparkSetupError
+from binlake.lake.catalog_errors import classify_master_failure
+from binlake.lake.cluster import check_master_address, is_standalone, wait_for_executors
 from binlake.lake.commit import close_callbacks
 from binlake.lake.runtime import ensure_iceberg_jars, find_java
-from binlake.lake.spark_errors import missing_class_error
-from binlake.lake.target import LakeTarget
+from binlake.lake.spark_errors import first_line, java_causes, missing_class_error
+from binlake.lake.target import ICEBERG_CATALOG, LakeTarget
 
 __all__ = [
     "ICEBERG_CATALOG",
@@ -53,7 +66,6 @@ __all__ = [
 ]
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 #: Classes a working Iceberg runtime must provide (the second is what the PyPI jar lacks).
 PROBE_CLASSES = (
@@ -81,6 +93,12 @@ class SparkSettings:
     #: Level of Spark's root logger once started (Spark's ``setLogLevel``).
     log_level: str = "ERROR"
     shuffle_partitions: int = 2
+    #: Settings that are secrets (a catalog's password): set after the session started.
+    secret_conf: Mapping[str, Secret] = field(default_factory=dict)
+    #: A standalone master's web UI, to say why no executor came.
+    master_ui: str | None = None
+    #: On a ``spark://`` master: the longest wait for the first executor.
+    executor_wait_s: float = 120.0
 
     @property
     def is_local(self) -> bool:
@@ -100,6 +118,10 @@ def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettin
         warehouse=target.warehouse,
         catalog=target.catalog,
         conf=dict(target.spark_conf),
+        jars=target.jars,
+        secret_conf=target.secret_conf,
+        master_ui=target.master_ui,
+        executor_wait_s=target.executor_wait_s,
     )
 
 
@@ -166,10 +188,13 @@ def _merged(key: str, ours: str | None, theirs: str) -> str:
 
 
 def build_session(settings: SparkSettings) -> SparkSession:
-    """Start the Spark session ``settings`` describe, with a working Iceberg runtime.
+    """Start the Spark session ``settings`` describe, with a working Iceberg runtime (and, on
+    a standalone master, an executor).
 
     Raises ``SparkSetupError`` when Java, the Iceberg runtime or its shaded Jackson classes are
-    missing, when a session already runs in this process, or when Spark cannot start."""
+    missing, when a session already runs in this process, or when Spark cannot start;
+    ``SparkMasterError`` / ``SparkMasterUnreachableError`` / ``SparkNoExecutorsError`` for a
+    standalone master that is malformed, unreachable or has no room for the application."""
     find_java()
     _require_pinned_threads()
     if SparkContext._active_spark_context is not None:
@@ -178,26 +203,72 @@ def build_session(settings: SparkSettings) -> SparkSession:
             hint="stop it first (binlake.lake.session.stop_session)",
             component="session",
         )
+    check_master_address(settings.master)
     jars = () if brings_own_iceberg(settings) else ensure_iceberg_jars().paths
     _prepare_environment(settings)
     builder = SparkSession.builder.master(settings.master)
     for key, value in session_conf(settings, jars).items():
         builder = builder.config(key, value)
+    spark = _get_or_create(builder, settings.master)
     try:
-        spark = builder.getOrCreate()
+        _check_started(spark, settings)
+    except BaseException:
+        spark.stop()
+        raise
+    return spark
+
+
+def _get_or_create(builder: SparkSession.Builder, master: str) -> SparkSession:
+    try:
+        return builder.getOrCreate()
     except PySparkException as error:
         raise SparkSetupError(
             f"Spark did not start: {error}",
             hint="check the [spark] settings and that Java 17 runs (`java -version`)",
             component="session",
         ) from None
+    except Py4JError as error:  # a Java exception from the JVM (a master URL Spark refuses...)
+        text = f"{error}\n{java_causes(error)}"
+        typed = classify_master_failure(text, master=master)
+        if typed is not None:
+            raise typed from None
+        raise SparkSetupError(
+            f"Spark did not start: {first_line(text)}",
+            hint="check the [spark] settings and that Java 17 runs (`java -version`)",
+            component="session",
+        ) from None
+
+
+def _check_started(spark: SparkSession, settings: SparkSettings) -> None:
+    """What a started session must have: a live context (a master that never accepted the
+    application leaves a stopped one), the secrets, the Iceberg runtime, an executor."""
+    if spark.sparkContext._jsc.sc().isStopped():
+        raise SparkMasterUnreachableError(
+            "the Spark master never accepted the application (Spark gave up after its "
+            "registration attempts: 'All masters are unresponsive')",
+            hint="check that [spark] master is a running standalone master (not another "
+            "service on that port) and that this host reaches it",
+            master=settings.master,
+        )
     spark.sparkContext.setLogLevel(settings.log_level)
-    try:
-        probe_iceberg(spark)
-    except SparkSetupError:
-        spark.stop()
-        raise
-    return spark
+    for key, secret in settings.secret_conf.items():
+        spark.conf.set(key, secret.reveal())
+    probe_iceberg(spark)
+    if is_standalone(settings.master):
+        try:
+            wait_for_executors(
+                spark,
+                master=settings.master,
+                master_ui=settings.master_ui,
+                timeout_s=settings.executor_wait_s,
+            )
+        except BinlakeError:
+            raise
+        except Py4JError as error:
+            raise SparkMasterUnreachableError(
+                f"the Spark master dropped the application: {first_line(str(error))}",
+                master=settings.master,
+            ) from None
 
 
 def _require_pinned_threads() -> None:

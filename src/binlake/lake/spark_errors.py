@@ -1,8 +1,10 @@
 """Spark and Java failures as typed binlake errors.
 
 ``spark_errors`` turns any exception Spark raises inside a block into ``SparkStatementError``,
-``SparkSetupError`` (a missing Iceberg runtime or its shaded Jackson classes) or
-``DiskFullError`` (the Java cause chain says ENOSPC, EDQUOT or an HDFS quota), naming the
+``SparkSetupError`` (a missing Iceberg runtime or its shaded Jackson classes),
+``DiskFullError`` (the Java cause chain says ENOSPC, EDQUOT or an HDFS quota), a
+``CatalogError`` (the catalog's database is down, refuses the login, ...: see
+``binlake.lake.catalog_errors``) or a ``SparkMasterError`` (the cluster went away), naming the
 statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
 """
 
@@ -15,6 +17,7 @@ from contextlib import contextmanager
 from pyspark import SparkContext
 
 from binlake.errors import BinlakeError, DiskFullError, SparkSetupError, SparkStatementError
+from binlake.lake.catalog_errors import classify_catalog_failure, classify_master_failure
 
 _SHADED_JACKSON_MARK = "org/apache/iceberg/shaded/com/fasterxml/jackson"
 _STATEMENT_CHARS = 300
@@ -27,6 +30,7 @@ DISK_FULL_HINT = (
     "again: nothing is lost, a table's position moves only with its Iceberg commit"
 )
 _WAREHOUSE_KEY = re.compile(r"spark\.sql\.catalog\.[^.]+\.warehouse")
+_URI_KEY = re.compile(r"spark\.sql\.catalog\.([^.]+)\.uri")
 #: Longest Java cause chain walked (a guard against cycles the JVM should not have).
 _MAX_CAUSES = 16
 
@@ -54,16 +58,41 @@ def spark_error(
     recognised (the Java cause chain is read when the Python text does not tell)."""
     text = str(error)
     if disk_full_reason(text) is None:
-        text = f"{text}\n{_java_causes(error)}"
-    warehouse = None if disk_full_reason(text) is None else session_warehouse()
-    return classify_spark_failure(text, statement, table, warehouse)
+        text = f"{text}\n{java_causes(error)}"
+    conf = session_conf()
+    warehouse = None if disk_full_reason(text) is None else configured_warehouse(conf)
+    catalog, uri = configured_catalog_uri(conf)
+    return classify_spark_failure(
+        text,
+        statement,
+        table,
+        warehouse,
+        catalog=catalog,
+        uri=uri,
+        master=conf.get("spark.master"),
+    )
 
 
 def classify_spark_failure(
-    text: str, statement: str | None = None, table: str | None = None, warehouse: str | None = None
+    text: str,
+    statement: str | None = None,
+    table: str | None = None,
+    warehouse: str | None = None,
+    *,
+    catalog: str | None = None,
+    uri: str | None = None,
+    master: str | None = None,
 ) -> BinlakeError:
     """The typed error for the text of a Spark/Java failure (its cause chain included); pure.
-    ``warehouse`` is the catalog's warehouse, named by a ``DiskFullError``."""
+    ``warehouse`` is the catalog's warehouse, named by a ``DiskFullError``; ``catalog`` and
+    ``uri`` name the catalog a ``CatalogError`` is about, ``master`` the Spark master."""
+    typed: BinlakeError | None = classify_catalog_failure(
+        text, catalog=catalog, uri=uri, table=table
+    )
+    if typed is None and master is not None:
+        typed = classify_master_failure(text, master=master)
+    if typed is not None:
+        return typed
     if _SHADED_JACKSON_MARK in text or _SHADED_JACKSON_MARK.replace("/", ".") in text:
         return missing_class_error(_SHADED_JACKSON_MARK.replace("/", "."), "iceberg-jackson")
     if "org.apache.iceberg.spark.SparkCatalog" in text and "ClassNotFound" in text:
@@ -77,7 +106,7 @@ def classify_spark_failure(
             hint=DISK_FULL_HINT,
         )
     shown = None if statement is None else " ".join(statement.split())[:_STATEMENT_CHARS]
-    return SparkStatementError(_first_line(text), table=table, statement=shown)
+    return SparkStatementError(first_line(text), table=table, statement=shown)
 
 
 def disk_full_reason(text: str) -> str | None:
@@ -91,18 +120,30 @@ def configured_warehouse(conf: Mapping[str, str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def session_warehouse() -> str | None:
-    """The warehouse of the running session's catalog, when known."""
+def configured_catalog_uri(conf: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(catalog, uri) of the one catalog with a ``uri`` a Spark configuration names, if it
+    names exactly one."""
+    found = {(m.group(1), value) for key, value in conf.items() if (m := _URI_KEY.fullmatch(key))}
+    return found.pop() if len(found) == 1 else (None, None)
+
+
+def session_conf() -> dict[str, str]:
+    """The running session's Spark configuration ({} when none runs, or the JVM is gone)."""
     context = SparkContext._active_spark_context
     if context is None:
-        return None
+        return {}
     try:
-        return configured_warehouse(dict(context.getConf().getAll()))
+        return dict(context.getConf().getAll())
     except Exception:  # the JVM may already be gone; the error is still typed without it
-        return None
+        return {}
 
 
-def _java_causes(error: Exception) -> str:
+def session_warehouse() -> str | None:
+    """The warehouse of the running session's catalog, when known."""
+    return configured_warehouse(session_conf())
+
+
+def java_causes(error: Exception) -> str:
     """``toString()`` of each Java throwable in the cause chain of a Py4J or pyspark error, one
     a line ("" for a Python error, or when the JVM cannot be asked)."""
     throwable = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
@@ -116,7 +157,7 @@ def _java_causes(error: Exception) -> str:
     return "\n".join(lines)
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     """The first meaningful line of a Spark/Java error (Py4J adds a header line)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:

@@ -164,6 +164,17 @@ class Lake:
         self._applied = dict(positions)
         return AppliedState(positions, max_batch)
 
+    def reload(self) -> None:
+        """Read again, from the catalog, what each table holds: its applied position and its
+        schema (after a catalog failure mid-batch, a commit may or may not have landed, and a
+        schema change may have). Pending DDL is kept: it is the relay log's, not the lake's."""
+        self.read_applied()
+        for source, table in self._tables.items():
+            fresh = self._load(source)
+            table.schema, table.applied = fresh.schema, fresh.applied
+            table.hint_names = fresh.hint_names
+            table.in_sync = None
+
     def known_tables(self) -> list[str]:
         """Replicated source tables with an Iceberg table (for DROP DATABASE)."""
         return sorted({*self._applied, *(s for s, t in self._tables.items() if t.schema)})

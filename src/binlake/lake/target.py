@@ -1,25 +1,29 @@
 """Where the replicated tables live, as `status` and `verify` need it (pure, no pyspark).
 
-``LakeTarget`` holds what the config's ``[target]``, ``[tables]`` and ``[spark]`` sections say:
-the warehouse folder and Spark catalog, the source database -> lake namespace map, the
-include/exclude globs on ``db.table``, and the Spark settings passed through. ``lake_target``
-maps a loaded ``Config`` to it (defaults: the embedded catalog ``lake`` in ``warehouse/``
-beside the config file, every table).
+``LakeTarget`` holds what the config's ``[target]``, ``[tables]``, ``[spark]`` and ``[catalog]``
+sections say: the warehouse folder and Spark catalog, the source database -> lake namespace
+map, the include/exclude globs on ``db.table``, the Spark settings passed through, and the
+catalog keys ``[catalog]`` generates (``jdbc_catalog_conf``: everything but the password, which
+``secret_conf`` holds: it is set on the session after it starts, never on the command line of
+the driver's JVM). ``lake_target`` maps a loaded ``Config`` to it (defaults: the embedded
+catalog ``lake`` in ``warehouse/`` beside the config file, every table).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from binlake.config import Config
+from binlake.config import CatalogConfig, Config, Secret
 from binlake.lake.sql import quote
 
 #: Databases that are never replicated.
 SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 DEFAULT_CATALOG = "lake"
+ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 
 
 @dataclass(frozen=True)
@@ -36,11 +40,39 @@ class LakeTarget:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     #: ``db.table`` -> key columns of a table without a primary key (``[tables] key_columns``).
     key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``[spark] jars``, ``master_ui`` and ``executor_wait_s``.
+    jars: tuple[str, ...] = ()
+    master_ui: str | None = None
+    executor_wait_s: float = 120.0
+    #: ``[catalog]`` when it is a JDBC catalog (its keys are in ``spark_conf`` already).
+    jdbc: CatalogConfig | None = None
 
     @property
     def embedded(self) -> bool:
         """True when the catalog is binlake's embedded Hadoop catalog in ``warehouse``."""
         return f"spark.sql.catalog.{self.catalog}" not in self.spark_conf
+
+    @property
+    def secret_conf(self) -> dict[str, Secret]:
+        """Catalog settings that are secrets (the JDBC password), set after the session
+        starts."""
+        if self.jdbc is None or self.jdbc.password is None:
+            return {}
+        return {f"spark.sql.catalog.{self.catalog}.jdbc.password": self.jdbc.password}
+
+    @property
+    def location(self) -> str:
+        """Where the tables are, for people: the catalog's URI and warehouse."""
+        prefix = f"spark.sql.catalog.{self.catalog}"
+        if self.embedded:
+            return str(self.warehouse)
+        where = self.spark_conf.get(f"{prefix}.warehouse", "")
+        uri = self.spark_conf.get(f"{prefix}.uri")
+        kind = self.spark_conf.get(f"{prefix}.type") or self.spark_conf.get(
+            f"{prefix}.catalog-impl", "?"
+        )
+        shown = redact_url(uri) if uri else ""
+        return " ".join(part for part in (f"({kind})", shown, where) if part)
 
     def namespace(self, database: str) -> str:
         return self.namespace_map.get(database, database)
@@ -73,9 +105,14 @@ class LakeTarget:
 
 
 def lake_target(config: Config) -> LakeTarget:
-    """The target ``config``'s ``[target]``, ``[tables]`` and ``[spark]`` sections describe."""
+    """The target ``config``'s ``[target]``, ``[tables]``, ``[spark]`` and ``[catalog]``
+    sections describe."""
     base = config.path.absolute().parent if config.path is not None else Path.cwd()
     warehouse = config.target.warehouse
+    jdbc = config.catalog if config.catalog.is_jdbc else None
+    spark_conf = dict(config.spark.conf)
+    if jdbc is not None:
+        spark_conf.update(jdbc_catalog_conf(config.target.catalog, jdbc))
     return LakeTarget(
         warehouse=warehouse if warehouse.is_absolute() else base / warehouse,
         catalog=config.target.catalog,
@@ -83,6 +120,48 @@ def lake_target(config: Config) -> LakeTarget:
         include=tuple(config.tables.include),
         exclude=tuple(config.tables.exclude),
         master=config.spark.master,
-        spark_conf=dict(config.spark.conf),
+        spark_conf=spark_conf,
         key_columns={t: tuple(c) for t, c in config.tables.key_columns.items()},
+        jars=config.spark.jars,
+        master_ui=config.spark.master_ui,
+        executor_wait_s=config.spark.executor_wait_s,
+        jdbc=jdbc,
     )
+
+
+def jdbc_catalog_conf(name: str, catalog: CatalogConfig) -> dict[str, str]:
+    """The Spark keys of a JDBC catalog named ``name``, the password aside (``secret_conf``).
+
+    Iceberg hands every ``jdbc.*`` key, prefix removed, to the JDBC driver as a connection
+    property: that is how the driver's timeouts are set (PostgreSQL's in seconds; MySQL's and
+    MariaDB's in milliseconds; other drivers get none: set them in the uri). The table cache
+    is off, as for the embedded catalog: other processes commit to these tables too."""
+    assert catalog.uri is not None and catalog.warehouse is not None
+    prefix = f"spark.sql.catalog.{name}"
+    conf = {
+        prefix: ICEBERG_CATALOG,
+        f"{prefix}.type": "jdbc",
+        f"{prefix}.uri": catalog.uri,
+        f"{prefix}.warehouse": catalog.warehouse,
+        f"{prefix}.jdbc.schema-version": catalog.schema_version.value,
+        f"{prefix}.cache-enabled": "false",
+    }
+    if catalog.user is not None:
+        conf[f"{prefix}.jdbc.user"] = catalog.user
+    connect, socket = catalog.connect_timeout_s, catalog.socket_timeout_s
+    if catalog.uri.startswith("jdbc:postgresql:"):
+        conf[f"{prefix}.jdbc.connectTimeout"] = str(connect)
+        conf[f"{prefix}.jdbc.loginTimeout"] = str(connect)
+        conf[f"{prefix}.jdbc.socketTimeout"] = str(socket)
+    elif catalog.uri.startswith(("jdbc:mysql:", "jdbc:mariadb:")):
+        conf[f"{prefix}.jdbc.connectTimeout"] = str(connect * 1000)
+        conf[f"{prefix}.jdbc.socketTimeout"] = str(socket * 1000)
+    return conf
+
+
+_PASSWORD_IN_URL = re.compile(r"(?i)(password=)[^&;]*")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any ``password=...`` parameter masked (a user may put one there)."""
+    return _PASSWORD_IN_URL.sub(r"\1***", url)

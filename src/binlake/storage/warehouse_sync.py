@@ -27,8 +27,10 @@ Notes are forgotten once synced. A ``sync()`` inside a ``committing()`` window (
 can move in the middle of a batch, when a pending DDL is released) keeps the window's folder
 noted from the sync's start, so the window's later commits are synced by the next one.
 
-Object stores and catalogs binlake does not lay out (REST, Hive, Glue, S3, HDFS...) make a
-commit durable before acknowledging it, or are not files here: ``warehouse_sync_for`` gives
+A JDBC catalog with a local warehouse lays its tables out the same way (its metadata files are
+named ``<N>-<uuid>.metadata.json``, still in ``metadata/``) and is synced the same way. Object
+stores and catalogs binlake does not lay out (REST, Hive, Glue, S3, HDFS...) make a commit
+durable before acknowledging it, or are not files here: ``warehouse_sync_for`` gives
 ``NoWarehouseSync`` for them.
 """
 
@@ -238,12 +240,14 @@ def local_folder(location: str) -> Path | None:
 
 
 def local_warehouse(target: CatalogTarget) -> Path | None:
-    """The folder of ``target``'s catalog when it is a Hadoop catalog on a local folder: the
-    embedded one (``[target] warehouse``), or one ``[spark]`` defines with ``type = hadoop``."""
+    """The folder of ``target``'s catalog when its files are in a local folder: the embedded
+    Hadoop catalog (``[target] warehouse``), a Hadoop catalog ``[spark]`` defines with ``type =
+    hadoop``, or a JDBC catalog (``[catalog]``) with a ``file:`` warehouse (its database makes
+    the commit's pointer durable, not the files it points at)."""
     prefix = f"spark.sql.catalog.{target.catalog}"
     conf = target.spark_conf
     embedded = prefix not in conf
-    if conf.get(f"{prefix}.type", "hadoop" if embedded else None) != "hadoop":
+    if conf.get(f"{prefix}.type", "hadoop" if embedded else None) not in ("hadoop", "jdbc"):
         return None
     if f"{prefix}.catalog-impl" in conf:
         return None

@@ -8,8 +8,9 @@ Each fact is read from its one source of truth (design invariant 5):
   way the receiver derives its restart point; never a separate file;
 * the checkpoint: the recorded relay file (``<state>/relay.checkpoint``);
 * each table's applied position: its newest binlake snapshot's ``binlake.position``, read from
-  the Iceberg metadata files for the embedded catalog (no Spark, docs: iceberg_meta.py) or
-  through Spark for other catalogs (a session only then).
+  the Iceberg metadata files for the embedded catalog (no Spark, docs: iceberg_meta.py), from
+  the catalog database for a JDBC catalog on PostgreSQL with a local warehouse (no Spark:
+  ``lake/jdbc_meta.py``), or through Spark for other catalogs (a session only then).
 
 Lag. The applier commits a table only when a batch changes it, so a quiet table's applied
 position stays where its last change was. A table counts as applied up to the relay end when no
@@ -32,6 +33,7 @@ from typing import Any
 from binlake.config import Config
 from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
 from binlake.lake.iceberg_meta import LakeTable, lake_tables
+from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, before, earliest
 from binlake.relay.scan import RelayFollower, relay_files
@@ -87,6 +89,8 @@ class StatusReport:
     catalog: str
     warehouse: Path
     generated_at: float
+    #: Where the catalog keeps the tables, for people (``LakeTarget.location``).
+    location: str = ""
 
 
 def bytes_between(
@@ -202,7 +206,7 @@ def collect_status(
 ) -> StatusReport:
     """Everything `binlake status` prints."""
     source = source_status(config)
-    tables = lake_tables(target, spark_tables)
+    tables = catalog_tables(target, spark_tables)
     sources = {target.source_table(t.identifier) for t in tables} - {None}
     applied = [s.position if (s := t.latest_binlake) else None for t in tables]
     known = [p for p in applied if p is not None]
@@ -221,7 +225,22 @@ def collect_status(
         catalog=target.catalog,
         warehouse=target.warehouse,
         generated_at=now,
+        location=target.location,
     )
+
+
+def catalog_tables(
+    target: LakeTarget, spark_tables: Callable[[LakeTarget], list[LakeTable]] | None = None
+) -> list[LakeTable]:
+    """Every table of the target's catalog with its lineage: without Spark for the embedded
+    catalog and a JDBC catalog on PostgreSQL, else through ``spark_tables``."""
+    reader = JdbcCatalogReader.for_target(target)
+    if reader is None:
+        return lake_tables(target, spark_tables)
+    try:
+        return reader.tables()
+    finally:
+        reader.close()
 
 
 def _text(position: SourcePosition | None) -> str | None:
@@ -256,6 +275,7 @@ def status_json(report: StatusReport) -> dict[str, Any]:
         },
         "catalog": report.catalog,
         "warehouse": str(report.warehouse),
+        "location": report.location,
         "tables": [_table_json(t) for t in report.tables],
     }
 

@@ -23,6 +23,7 @@ from typing import Any
 from binlake.config import Config
 from binlake.errors import BinlakeError, SourceError
 from binlake.lake.iceberg_meta import LakeTable, read_table
+from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.schema import CHANGELOG_COLUMNS, CHANGELOG_OP
 from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
 from binlake.lake.spark_errors import spark_errors
@@ -453,9 +454,13 @@ def verify_config(
             started.append(build_session(spark_settings(target, "binlake-verify")))
         return started[0]
 
+    reader = JdbcCatalogReader.for_target(target)
+
     def lineage(identifier: tuple[str, ...]) -> LakeTable | None:
         if target.embedded:
             return read_table(target.warehouse, identifier)
+        if reader is not None:
+            return reader.table(identifier)
         from binlake.lake.catalog import spark_table_lineage, table_exists
 
         if not table_exists(spark(), target, identifier):
@@ -467,5 +472,7 @@ def verify_config(
     try:
         return verifier.run()
     finally:
+        if reader is not None:
+            reader.close()
         for session in started:
             stop_session(session)

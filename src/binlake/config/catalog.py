@@ -1,0 +1,205 @@
+"""``[catalog]``: the Iceberg catalog binlake writes to, when it is not the embedded one.
+
+Absent (or ``type = "hadoop"``): binlake's embedded catalog, a Hadoop catalog in ``[target]
+warehouse``. ``type = "jdbc"``: Iceberg's JDBC catalog (``org.apache.iceberg.jdbc.JdbcCatalog``)
+in a database, PostgreSQL tested (docs/spark.md), at ``uri``, its tables' files in
+``warehouse`` (a URI every Spark executor reaches: ``s3a://bucket/lake``, or ``file:/srv/lake``
+on storage every host mounts). The password follows the rules of ``[source]``'s (never in the
+file: ``password_env`` or ``password_file``). Other catalogs (REST, Hive, Glue, Nessie) stay
+``[spark.conf]`` passthrough.
+
+``catalog_config`` checks the section against the rest: a ``[spark.conf]`` that also defines
+the catalog named ``[target] catalog`` is an error (two definitions, no silent winner), and
+so is any JDBC key under a Hadoop catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from binlake.config.secrets import Secret, read_password
+from binlake.config.values import Key, enum_value, int_value, path_value, str_value, where
+from binlake.errors import ConfigError
+
+__all__ = [
+    "CATALOG_KEYS",
+    "CatalogConfig",
+    "CatalogType",
+    "SchemaVersion",
+    "catalog_config",
+    "catalog_password_env",
+    "location_value",
+]
+
+#: A URI scheme (``s3a:``, ``file:``, ``hdfs:``...), as opposed to a path.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+class CatalogType(StrEnum):
+    HADOOP = "hadoop"
+    JDBC = "jdbc"
+
+
+class SchemaVersion(StrEnum):
+    """The JDBC catalog's table layout: V1 adds views (and migrates a V0 database in place)."""
+
+    V0 = "V0"
+    V1 = "V1"
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """``[catalog]``; the default is the embedded Hadoop catalog (every other field unset)."""
+
+    type: CatalogType = CatalogType.HADOOP
+    uri: str | None = None
+    user: str | None = None
+    warehouse: str | None = None
+    schema_version: SchemaVersion = SchemaVersion.V1
+    connect_timeout_s: int = 10
+    socket_timeout_s: int = 60
+    password_origin: str = "none"
+    password: Secret | None = field(default=None, repr=False)
+    password_env: str | None = None
+
+    @property
+    def is_jdbc(self) -> bool:
+        return self.type is CatalogType.JDBC
+
+
+def location_value(value: object, name: str, base: Path) -> str:
+    """A warehouse location: a URI (``s3a://b/lake``, ``file:/srv/lake``) as it is, or a path
+    (relative to the config file's folder) as a ``file:`` URI."""
+    text = str_value()(value, name, base)
+    if _SCHEME.match(text) and not re.match(r"^[A-Za-z]:[\\/]", text):
+        return text
+    return path_value(text, name, base).absolute().as_uri()
+
+
+def _jdbc_uri(value: object, name: str, base: Path) -> str:
+    text = str_value()(value, name, base)
+    if not text.startswith("jdbc:"):
+        raise ConfigError(
+            f"{where(name)} = {text!r} is not a JDBC URL",
+            field=name,
+            hint='e.g. uri = "jdbc:postgresql://db.internal:5432/lake"',
+        )
+    return text
+
+
+CATALOG_KEYS: tuple[Key, ...] = (
+    Key(
+        "type",
+        "hadoop or jdbc",
+        enum_value(CatalogType),
+        CatalogType.HADOOP,
+        "hadoop: the embedded catalog in [target] warehouse; jdbc: Iceberg's JDBC catalog",
+    ),
+    Key(
+        "uri", "str", _jdbc_uri, None, "jdbc: the catalog database, jdbc:postgresql://HOST:PORT/DB"
+    ),
+    Key("user", "str", str_value(), None, "jdbc: the catalog database's user"),
+    Key(
+        "password_env",
+        "str",
+        str_value(),
+        None,
+        "jdbc: name of the environment variable with the catalog user's password",
+    ),
+    Key(
+        "password_file",
+        "path",
+        path_value,
+        None,
+        "jdbc: file holding the catalog user's password (one trailing newline is dropped)",
+    ),
+    Key(
+        "warehouse",
+        "URI or path",
+        location_value,
+        None,
+        "jdbc: where the tables' files go, a URI every executor reaches (a path: file: URI)",
+    ),
+    Key(
+        "schema_version",
+        "V0 or V1",
+        enum_value(SchemaVersion),
+        SchemaVersion.V1,
+        "jdbc: the catalog database's table layout (V1 migrates a V0 database in place)",
+    ),
+    Key(
+        "connect_timeout_s",
+        "int",
+        int_value(1, 3600),
+        10,
+        "jdbc: TCP connect and login timeout of the catalog database driver",
+    ),
+    Key(
+        "socket_timeout_s",
+        "int",
+        int_value(1, 86_400),
+        60,
+        "jdbc: longest wait for the catalog database's answer (never 0: a hung database "
+        "would block binlake forever)",
+    ),
+)
+
+#: Keys that mean something only for a JDBC catalog (a Hadoop catalog refuses them).
+_JDBC_ONLY = ("uri", "user", "password_env", "password_file", "warehouse")
+
+
+def catalog_password_env(raw: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
+    """The environment variable ``[catalog] password_env`` names (read before the checks, so
+    that it is not taken for a mistyped override)."""
+    value = env.get("BINLAKE_CATALOG_PASSWORD_ENV", raw.get("password_env"))
+    return value if isinstance(value, str) else None
+
+
+def catalog_config(
+    values: dict[str, Any],
+    env: Mapping[str, str],
+    *,
+    target_catalog: str,
+    spark_conf: Mapping[str, str],
+) -> CatalogConfig:
+    """``[catalog]``'s parsed ``values`` checked against ``[target] catalog`` and
+    ``[spark.conf]``."""
+    kind: CatalogType = values["type"]
+    if kind is CatalogType.HADOOP:
+        for name in _JDBC_ONLY:
+            if values[name] is not None:
+                raise ConfigError(
+                    f"[catalog] {name} is set but type is hadoop (the embedded catalog)",
+                    field=f"catalog.{name}",
+                    hint='set type = "jdbc" for a JDBC catalog, or remove the key',
+                )
+        return CatalogConfig()
+    for name in ("uri", "warehouse"):
+        if values[name] is None:
+            raise ConfigError(
+                f"[catalog] {name} is missing: a JDBC catalog needs it",
+                field=f"catalog.{name}",
+                hint='uri = "jdbc:postgresql://HOST:5432/DB", warehouse = "s3a://bucket/lake"',
+            )
+    prefix = f"spark.sql.catalog.{target_catalog}"
+    clash = sorted(k for k in spark_conf if k == prefix or k.startswith(f"{prefix}."))
+    if clash:
+        raise ConfigError(
+            f"[spark.conf] {clash[0]} defines the catalog {target_catalog!r} that [catalog] "
+            "defines too",
+            field="spark.conf",
+            hint=f"remove the {prefix}.* keys from [spark.conf], or the [catalog] section",
+        )
+    password_env: str | None = values.pop("password_env")
+    password_file: Path | None = values.pop("password_file")
+    password, origin = read_password(
+        "catalog", password_env, password_file, env, whose="the catalog user's"
+    )
+    return CatalogConfig(
+        **values, password_origin=origin, password=password, password_env=password_env
+    )
