@@ -1,6 +1,7 @@
 # binlake developer and CI entry points (GNU make, Debian 12, run as root).
 #
-#   make deps        system packages (MariaDB server and client, Java 17, jarjar), only when missing
+#   make deps        system packages (MariaDB server and client, Java 17, jarjar, PostgreSQL server
+#                    and its JDBC driver for the JDBC catalog tests), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
 #                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
@@ -41,6 +42,11 @@ APT_PACKAGES := mariadb-server mariadb-client
 JAVA_APT_PACKAGE := openjdk-17-jre-headless
 JARJAR_JAR := /usr/share/java/jarjar.jar
 JARJAR_APT_PACKAGE := libjarjar-java
+# Iceberg's JDBC catalog in the tests: a throwaway PostgreSQL server (binlake_dev.postgres runs
+# it in a temporary folder; Debian's own cluster is not created) and the driver's jar.
+POSTGRES_APT_PACKAGE := postgresql
+PG_JDBC_JAR := /usr/share/java/postgresql.jar
+PG_JDBC_APT_PACKAGE := libpostgresql-jdbc-java
 
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
@@ -70,6 +76,18 @@ deps:
 	  echo "deps: jarjar already installed ($(JARJAR_JAR))"; \
 	else \
 	  missing="$$missing $(JARJAR_APT_PACKAGE)"; \
+	fi; \
+	if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+	  echo "deps: PostgreSQL already installed ($$(ls -d /usr/lib/postgresql/*/bin | tail -n 1))"; \
+	else \
+	  missing="$$missing $(POSTGRES_APT_PACKAGE)"; \
+	  mkdir -p /etc/postgresql-common/createcluster.d; \
+	  echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/binlake.conf; \
+	fi; \
+	if [ -f $(PG_JDBC_JAR) ]; then \
+	  echo "deps: PostgreSQL JDBC driver already installed ($(PG_JDBC_JAR))"; \
+	else \
+	  missing="$$missing $(PG_JDBC_APT_PACKAGE)"; \
 	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \

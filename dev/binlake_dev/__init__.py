@@ -1,4 +1,6 @@
 """Development tools for binlake's tests, demo and benchmarks; not part of the binlake package.
 
-``sandbox``: a throwaway MariaDB server in a temporary folder.
+``sandbox``: a throwaway MariaDB server in a temporary folder. ``postgres``: a throwaway
+PostgreSQL server (the database of Iceberg's JDBC catalog). ``cluster``: a Spark standalone
+master and worker from pyspark's own distribution. ``procs``: their child processes.
 """
