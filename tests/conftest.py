@@ -1,5 +1,7 @@
-"""Shared fixtures: real MariaDB servers (one for the session, private ones on demand) and a
-fresh database per test.
+"""Shared fixtures: real MariaDB servers (one for the session, private ones on demand), a
+fresh database per test, the tests' Spark session, and the lake targets (``target``,
+parametrised: tests/lake_targets.py) with what they need: one PostgreSQL (the JDBC catalog's
+database) and one Spark standalone cluster per session, each started on first use.
 
 Markers are declared in pyproject.toml; here each test gets the marker of its folder
 (tests/unit -> unit, tests/integration -> integration, tests/crash -> crash,
@@ -16,9 +18,22 @@ from typing import TYPE_CHECKING
 import pytest
 
 from binlake_dev.sandbox import MariaDBSandbox, mariadb_available
+from lake_targets import (
+    JDBC_CATALOG,
+    CatalogDatabase,
+    TargetSetup,
+    catalog_database,
+    cluster_target,
+    embedded_target,
+    jdbc_target,
+    register_jdbc_catalog,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from binlake_dev.cluster import SparkCluster
+    from binlake_dev.postgres import PostgresServer
 
 TESTS_DIR = Path(__file__).parent
 FOLDER_MARKERS = ("unit", "integration", "crash", "property")
@@ -92,10 +107,79 @@ def fresh_database(mariadb: MariaDBSandbox) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local Spark session (embedded Iceberg catalog ``lake``, warehouse in a temp folder)
-    for the whole run; stopped at the end. pyspark is imported only by tests that use it."""
+    for the whole run; stopped at the end. pyspark is imported only by tests that use it. The
+    PostgreSQL JDBC driver is on its classpath (``jdbc_catalog`` adds a catalog there)."""
     from binlake.lake.session import SparkSettings, build_session, stop_session
+    from binlake_dev.postgres import JDBC_JAR
 
     warehouse = tmp_path_factory.mktemp("warehouse")
-    session = build_session(SparkSettings(app_name="binlake-tests", warehouse=warehouse))
+    jars = (str(JDBC_JAR),) if JDBC_JAR.is_file() else ()
+    session = build_session(SparkSettings(app_name="binlake-tests", warehouse=warehouse, jars=jars))
     yield session
     stop_session(session)
+
+
+def require_postgres() -> None:
+    """Fail (not skip) when PostgreSQL or its JDBC driver is missing."""
+    from binlake_dev.postgres import postgres_available
+
+    if not postgres_available():
+        pytest.fail(
+            "the PostgreSQL server (postgresql) or its JDBC driver (libpostgresql-jdbc-java) is "
+            "not installed. Run `make test` (its `deps` step installs them), or `make deps`.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session: the database of the JDBC catalogs."""
+    from binlake_dev.postgres import PostgresServer
+
+    require_postgres()
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        server.remove()
+
+
+@pytest.fixture(scope="session")
+def catalog_db(
+    postgres: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> CatalogDatabase:
+    return catalog_database(postgres, tmp_path_factory.mktemp("catalog"))
+
+
+@pytest.fixture(scope="session")
+def jdbc_warehouse(
+    spark: SparkSession, catalog_db: CatalogDatabase, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The folder of the session's JDBC catalog ``pglake``, registered in the tests' session."""
+    warehouse = tmp_path_factory.mktemp("pglake")
+    register_jdbc_catalog(spark, catalog_db, JDBC_CATALOG, warehouse)
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def spark_cluster() -> Iterator[SparkCluster]:
+    """A Spark standalone master and worker (2 cores) for the session."""
+    from binlake_dev.cluster import SparkCluster
+
+    with SparkCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["embedded"])
+def target(request: pytest.FixtureRequest) -> TargetSetup:
+    """The lake target of a replication test (tests/lake_targets.py); tests parametrise it
+    indirectly: ``@pytest.mark.parametrize("target", ["embedded", "jdbc"], indirect=True)``."""
+    kind = request.param
+    if kind == "embedded":
+        return embedded_target()
+    database: CatalogDatabase = request.getfixturevalue("catalog_db")
+    warehouse: Path = request.getfixturevalue("jdbc_warehouse")
+    if kind == "jdbc":
+        return jdbc_target(database, warehouse)
+    assert kind == "cluster-jdbc", kind
+    return cluster_target(database, warehouse, request.getfixturevalue("spark_cluster"))

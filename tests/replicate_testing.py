@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,6 +24,7 @@ from binlake.console import Console
 from binlake.crashpoints import ENV_VAR
 from binlake.lake.commit import current_lineage
 from binlake.lake.iceberg_meta import read_table
+from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
 from binlake.lake.target import lake_target
 from binlake.metrics import Metrics
@@ -30,6 +32,7 @@ from binlake.position import parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_mariadb
+from lake_targets import TargetSetup
 
 REPLICATE_TIMEOUT_S = 240
 #: How long a run armed at a crash point may take to get there.
@@ -70,11 +73,14 @@ def write_config(
     tables: str = "",
     snapshot: str = "initial = false\n",
     port: int | None = None,
+    target: TargetSetup | None = None,
 ) -> Path:
     """A replicate config for ``source``. ``snapshot`` is the [snapshot] section's body:
     off by default, so that tests of streaming replicate what their workload wrote through the
     binlog (the snapshot tests turn it on). ``port``: where to connect to instead of the
-    source's own port (a proxy in front of it)."""
+    source's own port (a proxy in front of it). ``target``: the lake target (its [catalog] and
+    [spark] sections; default: the embedded catalog in ``warehouse``)."""
+    catalog = "" if target is None or target.embedded else f'catalog = "{target.catalog}"\n'
     include_text = ", ".join(f'"{glob}"' for glob in include)
     exclude_text = ", ".join(f'"{glob}"' for glob in exclude)
     path.write_text(
@@ -95,6 +101,7 @@ def write_config(
         f"{receiver}"
         "[target]\n"
         f'warehouse = "{warehouse}"\n'
+        f"{catalog}"
         "[tables]\n"
         f"include = [{include_text}]\n"
         f"exclude = [{exclude_text}]\n"
@@ -104,6 +111,7 @@ def write_config(
         f"{applier}"
         "[snapshot]\n"
         f"{snapshot}"
+        f"{'' if target is None else target.sections}"
     )
     return path
 
@@ -116,6 +124,7 @@ class Sections(TypedDict, total=False):
     tables: str
     snapshot: str
     port: int
+    target: TargetSetup
 
 
 def config_for(
@@ -153,6 +162,35 @@ def replicate_in_process(config_path: Path, spark: object) -> InProcessRun:
     return InProcessRun(result, stream.getvalue(), replicator.metrics)
 
 
+@dataclass
+class CaughtUp:
+    """What a run until caught up did (in this process, or as ``binlake replicate``)."""
+
+    row_changes: int
+    zero_dates: int
+    output: str
+
+
+_ROWS = re.compile(r"stopped: [\d,]+ transactions, ([\d,]+) row changes")
+_ZERO_DATES = re.compile(r"; ([\d,]+) zero dates written as null")
+
+
+def replicate_until_caught_up(config_path: Path, spark: object, target: TargetSetup) -> CaughtUp:
+    """`binlake replicate --until-caught-up`: in this process with the session's Spark for a
+    local target, as its own process (its own session on the cluster) for a cluster."""
+    if target.cluster is None:
+        run = replicate_in_process(config_path, spark)
+        zero = sum((run.result.applied.zero_dates or {}).values())
+        return CaughtUp(run.result.applied.row_changes, zero, run.output)
+    done = run_replicate(config_path, "--until-caught-up")
+    assert done.returncode == 0, describe(done)
+    line = next(x for x in done.stderr.splitlines() if "stopped: " in x)
+    rows, zero = _ROWS.search(line), _ZERO_DATES.search(line)
+    assert rows is not None, line
+    count = int(zero.group(1).replace(",", "")) if zero else 0
+    return CaughtUp(int(rows.group(1).replace(",", "")), count, done.stderr)
+
+
 def binlake_command(command: str, config: Path, *args: str) -> list[str]:
     """``binlake COMMAND --config CONFIG ARGS...`` as its own process."""
     return [sys.executable, "-m", "binlake.cli.main", command, "--config", str(config), *args]
@@ -162,10 +200,15 @@ def replicate_command(config: Path, *args: str) -> list[str]:
     return binlake_command("replicate", config, *args)
 
 
-def replicate_env(crash_point: str | None = None) -> dict[str, str]:
+def replicate_env(
+    crash_point: str | None = None, overrides: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a binlake subprocess: none of ours, but ``crash_point`` and the
+    config ``overrides`` (``BINLAKE_APPLIER_MAX_TRANSACTIONS``...)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
     if crash_point is not None:
         env[ENV_VAR] = crash_point
+    env.update(overrides or {})
     return env
 
 
@@ -175,22 +218,30 @@ def run_binlake(
     *args: str,
     crash_point: str | None = None,
     timeout: float = REPLICATE_TIMEOUT_S,
+    overrides: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``binlake_command`` run to its end (armed at ``crash_point``, if one is given)."""
+    """``binlake_command`` run to its end (armed at ``crash_point``, if one is given; config
+    ``overrides`` in its environment)."""
     return subprocess.run(
         binlake_command(command, config, *args),
         capture_output=True,
         text=True,
-        env=replicate_env(crash_point),
+        env=replicate_env(crash_point, overrides),
         timeout=timeout,
         check=False,
     )
 
 
 def run_replicate(
-    config: Path, *args: str, crash_point: str | None = None, timeout: float = REPLICATE_TIMEOUT_S
+    config: Path,
+    *args: str,
+    crash_point: str | None = None,
+    timeout: float = REPLICATE_TIMEOUT_S,
+    overrides: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    return run_binlake("replicate", config, *args, crash_point=crash_point, timeout=timeout)
+    return run_binlake(
+        "replicate", config, *args, crash_point=crash_point, timeout=timeout, overrides=overrides
+    )
 
 
 def run_armed(
@@ -237,8 +288,25 @@ def describe(run: subprocess.CompletedProcess[str]) -> str:
 
 def lake_offset(warehouse: Path, identifier: tuple[str, str]) -> int:
     """The offset of the table's applied position (its newest binlake snapshot's), read from
-    the metadata files (no Spark); 0 before its first."""
+    the metadata files of the embedded catalog in ``warehouse`` (no Spark); 0 before its
+    first."""
     table = read_table(warehouse, identifier)
+    snapshots = table.binlake_snapshots if table is not None else ()
+    position = snapshots[0].position if snapshots else None
+    return position.offset if position is not None else 0
+
+
+def applied_offset(config_path: Path, identifier: tuple[str, str]) -> int:
+    """``lake_offset`` of the config's catalog: the embedded one's files, or a JDBC catalog's
+    database (no Spark either way)."""
+    target = lake_target(load_config(config_path))
+    reader = JdbcCatalogReader.for_target(target)
+    if reader is None:
+        return lake_offset(target.warehouse, identifier)
+    try:
+        table = reader.table(identifier)
+    finally:
+        reader.close()
     snapshots = table.binlake_snapshots if table is not None else ()
     position = snapshots[0].position if snapshots else None
     return position.offset if position is not None else 0
@@ -261,7 +329,7 @@ def replicated_tables(spark: object, config: Config) -> list[str]:
     for glob in config.tables.include:
         database = glob.split(".", 1)[0]
         namespace = target.namespace(database)
-        rows = spark.sql(f"SHOW TABLES IN lake.`{namespace}`").collect()  # type: ignore[attr-defined]
+        rows = spark.sql(f"SHOW TABLES IN `{target.catalog}`.`{namespace}`").collect()  # type: ignore[attr-defined]
         out += [f"{database}.{row['tableName']}" for row in rows]
     return sorted(set(out))
 

@@ -15,12 +15,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from binlake.config import load_config
 from binlake.lake.commit import current_lineage
 from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import lake_target
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_targets import TargetSetup
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -39,8 +42,15 @@ CHUNK_ROWS = 40_000
 source = module_source("snapshot-source")
 
 
-def snapshot_config(tmp_path: Path, source: MariaDBSandbox, spark: object, database: str) -> Path:
-    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {CHUNK_ROWS}\n")
+def snapshot_config(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: object,
+    database: str,
+    target: TargetSetup | None = None,
+) -> Path:
+    snapshot = f"chunk_rows = {CHUNK_ROWS}\n"
+    return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 
 def load_tables(source: MariaDBSandbox, database: str) -> None:
@@ -123,16 +133,18 @@ def chunk_commits(config_path: Path, spark: object, table: str) -> list[dict[str
     return [s.summary for s in reversed(lineage) if progress_of(s.summary) is not None]
 
 
+@pytest.mark.parametrize("target", ["embedded", "jdbc"], indirect=True)
 def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+    tmp_path: Path, source: MariaDBSandbox, spark: object, target: TargetSetup
 ) -> None:
     """`binlake snapshot` hands the tables to the running replicator, which copies them again
-    (here: repairing rows deleted in the lake behind its back) while it keeps streaming."""
-    database = "snap_online"
+    (here: repairing rows deleted in the lake behind its back) while it keeps streaming; on
+    the embedded catalog and on the JDBC catalog."""
+    database = f"snap_online{target.suffix}"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)")
     source.execute(f"INSERT INTO {database}.t SELECT seq, seq FROM {database}.seq_1_to_5000")
-    config_path = snapshot_config(tmp_path, source, spark, database)
+    config_path = snapshot_config(tmp_path, source, spark, database, target)
     config = load_config(config_path)
     log_path = tmp_path / "replicate.log"  # a file, not a pipe nobody drains while we wait
     with log_path.open("w") as log:
@@ -163,7 +175,7 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
         process.wait(timeout=120)
     output = log_path.read_text()
     assert process.returncode == 0, output
-    assert "copying snap_online.t (requested)" in output
+    assert f"copying {database}.t (requested)" in output
     replicate_in_process(config_path, spark)
     assert_verify_passes(config_path, spark)
     assert_history_is_exactly_once(config_path, spark)

@@ -1,5 +1,7 @@
 """`binlake status` against a real MariaDB, a real relay log and Iceberg tables: positions, lag
-in bytes and seconds per table, relay size, checkpoint; JSON shape; an unreachable source."""
+in bytes and seconds per table, relay size, checkpoint; JSON shape; an unreachable source.
+The main cases run on the embedded catalog (its metadata files) and on Iceberg's JDBC catalog
+(PostgreSQL: positions from the catalog's database, no Spark)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from binlake.verify.status import StatusReport, TableStatus, collect_status
 from binlake_dev.sandbox import MariaDBSandbox, free_port
 from conftest import require_mariadb
 from lake_builder import commit_state, create_lake_table, isolated_catalog, master_position, replay
+from lake_targets import CatalogDatabase, register_jdbc_catalog
 from receiver_testing import describe, receive_env, run_receive, write_config
 
 
@@ -46,13 +49,27 @@ def execute(source: MariaDBSandbox, db: str, *statements: str) -> SourcePosition
 
 class Lake:
     """Two replicated tables at position X, one created but never written, then two more
-    transactions on ``t1`` in the source and the relay log (not applied)."""
+    transactions on ``t1`` in the source and the relay log (not applied). ``jdbc``: in a JDBC
+    catalog of its own (its config file says so) instead of a Hadoop catalog."""
 
-    def __init__(self, source: MariaDBSandbox, spark: SparkSession, folder: Path) -> None:
+    def __init__(
+        self,
+        source: MariaDBSandbox,
+        spark: SparkSession,
+        folder: Path,
+        jdbc: CatalogDatabase | None = None,
+    ) -> None:
         self.db = f"s_{uuid.uuid4().hex[:10]}"
         source.execute(f"CREATE DATABASE {self.db}")
-        self.target: LakeTarget = isolated_catalog(spark, folder / "warehouse")
+        warehouse = folder / "warehouse"
         self.config_path = write_config(folder / "binlake.toml", source.port, folder / "state")
+        if jdbc is None:
+            self.target: LakeTarget = isolated_catalog(spark, warehouse)
+        else:
+            self.target = register_jdbc_catalog(spark, jdbc, f"j{self.db}", warehouse)
+            with self.config_path.open("a") as config:
+                config.write(f'[target]\ncatalog = "{self.target.catalog}"\n')
+                config.write(jdbc.section(warehouse))
         statements = [f"CREATE TABLE {t} (id INT PRIMARY KEY, v INT)" for t in ("t1", "t2", "t3")]
         statements += ["INSERT INTO t1 VALUES (1, 1), (2, 2)", "INSERT INTO t2 VALUES (1, 1)"]
         self.applied = execute(source, self.db, *statements)
@@ -70,11 +87,17 @@ class Lake:
         return collect_status(load_config(self.config_path), self.target)
 
 
-@pytest.fixture
-def lake(source: MariaDBSandbox, spark: SparkSession, tmp_path: Path) -> Lake:
-    return Lake(source, spark, tmp_path)
+@pytest.fixture(params=["hadoop"])
+def lake(
+    source: MariaDBSandbox, spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest
+) -> Lake:
+    """The status tests' lake; ``@pytest.mark.parametrize("lake", ["hadoop", "jdbc"],
+    indirect=True)`` runs a test on both catalogs."""
+    jdbc = request.getfixturevalue("catalog_db") if request.param == "jdbc" else None
+    return Lake(source, spark, tmp_path, jdbc)
 
 
+@pytest.mark.parametrize("lake", ["hadoop", "jdbc"], indirect=True)
 def test_status_shows_positions_and_lag_for_two_tables_and_an_empty_one(lake: Lake) -> None:
     report = lake.status()
     assert report.source.reachable and report.source.position == lake.end
@@ -139,6 +162,7 @@ def status_cli(config: Path, *args: str, code: str = "") -> subprocess.Completed
     )
 
 
+@pytest.mark.parametrize("lake", ["hadoop", "jdbc"], indirect=True)
 def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path: Path) -> None:
     warehouse = tmp_path / "warehouse"
     assert warehouse == lake.target.warehouse, "the config's default warehouse is beside it"
@@ -152,6 +176,7 @@ def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path:
         "relay",
         "catalog",
         "warehouse",
+        "location",
         "tables",
     }
     assert set(data["source"]) == {
@@ -161,7 +186,9 @@ def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path:
         "dir", "files", "bytes", "end", "end_timestamp", "checkpoint", "checkpoint_error",
         "behind_source_bytes",
     }  # fmt: skip
-    assert data["version"] == 1 and data["catalog"] == "lake"
+    catalog = "lake" if lake.target.embedded else lake.target.catalog
+    assert data["version"] == 1 and data["catalog"] == catalog
+    assert warehouse.as_uri() in data["location"] or data["location"] == str(warehouse)
     assert len(data["tables"]) == 3
     for table in data["tables"]:
         assert set(table) == {

@@ -43,6 +43,7 @@ from lake_builder import (
     replay,
     write_rows,
 )
+from lake_targets import register_jdbc_catalog
 from receiver_testing import describe, receive_env, run_receive, write_config
 from type_workload import all_tables, run_workload
 
@@ -102,11 +103,20 @@ class World:
         )
 
 
-@pytest.fixture
-def world(source: MariaDBSandbox, spark: SparkSession, tmp_path: Path) -> Iterator[World]:
+@pytest.fixture(params=["hadoop"])
+def world(
+    source: MariaDBSandbox, spark: SparkSession, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    """A test's database and lake; ``@pytest.mark.parametrize("world", ["hadoop", "jdbc"],
+    indirect=True)`` runs a test on an embedded-style Hadoop catalog and on a JDBC catalog
+    (lineages read from its database, data through Spark)."""
     db = f"v_{uuid.uuid4().hex[:10]}"
     source.execute(f"CREATE DATABASE {db}")
-    target = isolated_catalog(spark, tmp_path / "warehouse")
+    if request.param == "jdbc":
+        database = request.getfixturevalue("catalog_db")
+        target = register_jdbc_catalog(spark, database, f"j{db}", tmp_path / "warehouse")
+    else:
+        target = isolated_catalog(spark, tmp_path / "warehouse")
     config = write_config(tmp_path / "binlake.toml", source.port, tmp_path / "state")
     yield World(source, spark, db, target, config)
     source.execute(f"DROP DATABASE IF EXISTS {db}")
@@ -141,6 +151,7 @@ def typed_world(world: World, typed: str) -> World:
     return world
 
 
+@pytest.mark.parametrize("world", ["hadoop", "jdbc"], indirect=True)
 def test_verify_passes_for_every_mapped_type(world: World, typed: str) -> None:
     report = typed_world(world, typed).verify(*TYPE_TABLES)
     assert report.ok, [(r.table, r.status, r.schema_problems, r.error) for r in report.results]
@@ -190,6 +201,7 @@ def test_verify_detects_a_one_unit_change_in_any_type(world: World, typed: str) 
     assert verdict(report) == 1
 
 
+@pytest.mark.parametrize("world", ["hadoop", "jdbc"], indirect=True)
 def test_verify_lists_the_keys_of_missing_extra_and_changed_rows(world: World) -> None:
     kv(world, "t")
     world.lake("t")
@@ -224,6 +236,7 @@ def test_verify_compares_a_table_without_primary_key_as_a_multiset_of_rows(world
     )
 
 
+@pytest.mark.parametrize("world", ["hadoop", "jdbc"], indirect=True)
 def test_verify_replays_a_change_log_table_to_its_final_state(world: World) -> None:
     """A table without a key is replicated as a change log (insert, update_before,
     update_after, delete rows); verify compares what replaying it leaves with the source."""
@@ -270,6 +283,7 @@ def test_an_unapplied_change_to_the_table_times_out_with_a_typed_error(world: Wo
     assert verdict(report=world.verify("t1", timeout=0.2)) == 70
 
 
+@pytest.mark.parametrize("world", ["hadoop", "jdbc"], indirect=True)
 def test_a_batch_that_steps_over_the_snapshot_position_triggers_a_retry(world: World) -> None:
     """The source is at P with a change to t not yet applied; while verify waits, the "applier"
     commits one snapshot holding that change and a later one (position Z > P): t's state at P
@@ -304,6 +318,7 @@ def test_a_batch_that_steps_over_the_snapshot_position_triggers_a_retry(world: W
     assert any("retrying" in m and "later snapshot" in m for m in messages)
 
 
+@pytest.mark.parametrize("world", ["hadoop", "jdbc"], indirect=True)
 def test_tables_missing_in_the_lake_or_the_source_are_typed_errors(world: World) -> None:
     """A table without an Iceberg table is right only while its source table is empty."""
     kv(world, "t1")
