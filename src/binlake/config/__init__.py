@@ -9,14 +9,16 @@ relative to the file's folder, relative paths from the environment to the workin
 Strictness: an unknown key, an unknown section, a wrong type or an out-of-range value is a
 ``ConfigError`` whose ``field`` names it (``source.port``); typos never pass silently. An
 environment variable that looks like an override (``BINLAKE_SOURCE_...``) but names no key is an
-error too. ``[target]``, ``[tables]``, ``[spark]`` and ``[applier]`` configure ``binlake
+error too. ``[target]``, ``[tables]``, ``[spark]``, ``[applier]``, ``[snapshot]`` and
+``[catalog]`` (``binlake.config.catalog``: Iceberg's JDBC catalog) configure ``binlake
 replicate`` (the applier); lists and tables given through the environment are TOML values
 (``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
 
-The password is never in the file: ``password_env`` names an environment variable holding it,
-or ``password_file`` a file holding it (one trailing newline is dropped); never both. It is kept
-in a ``Secret``, whose ``repr`` and ``str`` are masked, so it cannot reach a log line, an error
-message or a traceback's locals by accident. docs/configuration.md lists every key.
+Passwords (``[source]``'s, ``[catalog]``'s) are never in the file: ``password_env`` names an
+environment variable holding one, or ``password_file`` a file holding it (one trailing newline
+is dropped); never both. It is kept in a ``Secret`` (``binlake.config.secrets``), whose
+``repr`` and ``str`` are masked, so it cannot reach a log line, an error message or a
+traceback's locals by accident. docs/configuration.md lists every key.
 """
 
 from __future__ import annotations
