@@ -32,6 +32,7 @@ from binlake.lake.target_check import probe_catalog
 from binlake_dev.postgres import PostgresServer, free_port
 from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_postgres
+from lake_builder import isolated_catalog
 from lake_targets import (
     CatalogDatabase,
     assert_no_java,
@@ -122,6 +123,18 @@ def test_a_wrong_or_unreachable_catalog_database_is_a_typed_error_through_spark_
     assert exit_code_for(errors[0]) == {
         CatalogAuthError: 77, CatalogConfigError: 78, CatalogUnreachableError: 69
     }[expected]  # fmt: skip
+
+
+def test_the_catalog_check_of_a_new_embedded_warehouse_creates_its_folder(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A Hadoop catalog lists its warehouse folder: before the first table there is none, and
+    `SHOW NAMESPACES` would fail (a first `binlake replicate` on a new warehouse)."""
+    target = isolated_catalog(spark, tmp_path / "unused")
+    fresh = replace(target, warehouse=tmp_path / "new" / "warehouse")
+    spark.conf.set(f"spark.sql.catalog.{target.catalog}.warehouse", str(fresh.warehouse))
+    assert "answers (0 namespace(s))" in probe_catalog(spark, fresh)
+    assert fresh.warehouse.is_dir()
 
 
 def test_replicate_with_a_wrong_catalog_password_stops_with_the_auth_error_and_exit_77(

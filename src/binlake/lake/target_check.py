@@ -190,6 +190,17 @@ def probe_catalog(spark: SparkSession, target: LakeTarget) -> str:
     """One round trip to the catalog (``SHOW NAMESPACES``): what it answered, or its typed
     error."""
     statement = f"SHOW NAMESPACES IN {quote(target.catalog)}"
+    folder = warehouse_folder(target)
+    if folder is not None:  # a Hadoop catalog lists a warehouse folder that must exist
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TargetError(
+                f"the warehouse folder {folder} cannot be created: {error.strerror}",
+                check="warehouse",
+                file=str(folder),
+                hint="create it, or give binlake's user the right to write its parent",
+            ) from None
     try:
         with spark_errors(statement):
             count = len(spark.sql(statement).collect())
