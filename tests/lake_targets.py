@@ -103,7 +103,7 @@ def register_jdbc_catalog(
         warehouse=warehouse, catalog=name, spark_conf=jdbc_catalog_conf(name, config), jdbc=config
     )
     for key, value in {**target.spark_conf, **target.secret_conf}.items():
-        spark.conf.set(key, value if isinstance(value, str) else value.reveal())
+        spark.conf.set(key, value if isinstance(value, str) else value.reveal_text())
     return target
 
 

@@ -63,7 +63,7 @@ def broken(target: LakeTarget, spark: SparkSession, name: str, **change: object)
     config = replace(target.jdbc, **change)  # type: ignore[arg-type]
     conf = jdbc_catalog_conf(name, config)
     bad = replace(target, catalog=name, spark_conf=conf, jdbc=config)
-    for key, value in {**conf, **{k: v.reveal() for k, v in bad.secret_conf.items()}}.items():
+    for key, value in {**conf, **{k: v.reveal_text() for k, v in bad.secret_conf.items()}}.items():
         spark.conf.set(key, value)
     return bad
 

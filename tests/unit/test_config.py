@@ -51,7 +51,7 @@ def test_a_minimal_config_gets_the_documented_defaults(tmp_path: Path) -> None:
     assert config.source.heartbeat_period_s == 5.0
     assert config.source.connect_timeout_s == 10.0
     assert config.source.ssl_verify is True and config.source.ssl_ca is None
-    assert config.source.password is not None and config.source.password.reveal() == SECRET
+    assert config.source.password is not None and config.source.password.reveal() == SECRET.encode()
     assert config.receiver.sync is SyncPolicy.GROUPED
     assert config.receiver.sync_interval_ms == 50
     assert config.receiver.sync_max_transactions == 1000
@@ -180,7 +180,7 @@ def test_both_password_sources_are_refused(tmp_path: Path) -> None:
 
 
 def test_password_file_contents_lose_one_trailing_newline(tmp_path: Path) -> None:
-    (tmp_path / "pw").write_text(SECRET + "  \n")
+    (tmp_path / "pw").write_bytes(SECRET.encode() + b"  \n")
     text = BASE.replace('password_env = "TEST_BINLAKE_PASSWORD"', 'password_file = "pw"')
     config = load(tmp_path, text)
     assert config.source.password == Secret(SECRET + "  ")
@@ -250,7 +250,7 @@ def test_the_password_variable_itself_may_use_the_binlake_prefix(tmp_path: Path)
 def test_the_password_appears_in_no_repr_str_or_error(tmp_path: Path) -> None:
     config = load(tmp_path, BASE)
     settings = connection_settings(config.source)
-    assert settings.password == SECRET
+    assert settings.password == SECRET.encode()
     for text in (repr(config), str(config), repr(config.source), repr(settings), str(settings)):
         assert SECRET not in text
     assert SECRET not in repr(config.source.password) and SECRET not in str(config.source.password)

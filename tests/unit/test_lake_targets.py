@@ -82,7 +82,7 @@ def test_a_jdbc_catalog_becomes_spark_keys_and_a_secret_set_after_start(tmp_path
     assert target.spark_conf[f"{prefix}.jdbc.socketTimeout"] == "60"  # never 0: never forever
     assert target.spark_conf[f"{prefix}.jdbc.connectTimeout"] == "10"
     assert target.spark_conf[f"{prefix}.cache-enabled"] == "false"
-    assert {k: v.reveal() for k, v in target.secret_conf.items()} == {
+    assert {k: v.reveal_text() for k, v in target.secret_conf.items()} == {
         f"{prefix}.jdbc.password": SECRET
     }
     settings = spark_settings(target)
@@ -125,7 +125,7 @@ def test_the_catalog_password_comes_from_a_file_or_a_named_variable_only(tmp_pat
     from_file = load(
         tmp_path, JDBC.replace('password_env = "LAKE_CATALOG_PASSWORD"', 'password_file = "pw"')
     )
-    assert from_file.catalog.password is not None and from_file.catalog.password.reveal() == SECRET
+    assert from_file.catalog.password is not None and from_file.catalog.password.reveal_text() == SECRET
     with pytest.raises(ConfigError, match="LAKE_CATALOG_PASSWORD, which is not set"):
         load(tmp_path, JDBC)
     named = JDBC.replace("LAKE_CATALOG_PASSWORD", "BINLAKE_CATALOG_PW")

@@ -15,10 +15,11 @@ replicate`` (the applier); lists and tables given through the environment are TO
 (``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
 
 Passwords (``[source]``'s, ``[catalog]``'s) are never in the file: ``password_env`` names an
-environment variable holding one, or ``password_file`` a file holding it (one trailing newline
-is dropped); never both. It is kept in a ``Secret`` (``binlake.config.secrets``), whose
-``repr`` and ``str`` are masked, so it cannot reach a log line, an error message or a
-traceback's locals by accident. docs/configuration.md lists every key.
+environment variable holding one (its text is taken as UTF-8 bytes), or ``password_file`` a file
+holding it (its bytes as they are, less one trailing newline, ``\n`` or ``\r\n``); never both.
+It is kept as bytes in a ``Secret`` (``binlake.config.secrets``), whose ``repr`` and ``str`` are
+masked, so it cannot reach a log line, an error message or a traceback's locals by accident.
+docs/configuration.md lists every key.
 """
 
 from __future__ import annotations
@@ -213,7 +214,7 @@ SOURCE_KEYS: tuple[Key, ...] = (
         "path",
         path_value,
         None,
-        "file holding the password (one trailing newline is dropped)",
+        "file holding the password (its bytes, one trailing newline dropped)",
     ),
     Key(
         "server_id",

@@ -3,8 +3,12 @@ file, and held in a ``Secret`` whose ``repr`` and ``str`` are masked (it cannot 
 line, an error message or a traceback's locals by accident) and which refuses to be pickled.
 
 ``read_password`` serves every section with a password (``[source]``, ``[catalog]``): its
-``password_env`` names an environment variable, or ``password_file`` a file (one trailing
-newline is dropped); never both.
+``password_env`` names an environment variable (its text is taken as UTF-8 bytes), or
+``password_file`` a file (its bytes as they are, less one trailing newline); never both. A
+``Secret`` holds bytes: the bytes a MySQL/MariaDB server hashed for ``CREATE USER ...
+IDENTIFIED BY`` from a utf8mb4 client (PyMySQL would send a ``str`` as latin-1). Where a
+password must be text (the JDBC catalog's, a Spark conf or pg8000 value), ``reveal_text()``
+decodes it.
 """
 
 from __future__ import annotations
@@ -17,15 +21,20 @@ from binlake.errors import ConfigError
 
 
 class Secret:
-    """A password: ``reveal()`` gives it; ``repr``/``str`` never do."""
+    """A password as the bytes sent to the server: ``reveal()`` gives them; ``repr``/``str``
+    never do. Text is taken as its UTF-8 bytes."""
 
     __slots__ = ("_value",)
 
-    def __init__(self, value: str) -> None:
-        self._value = value
+    def __init__(self, value: bytes | str) -> None:
+        self._value = value if isinstance(value, bytes) else text_bytes(value)
 
-    def reveal(self) -> str:
+    def reveal(self) -> bytes:
         return self._value
+
+    def reveal_text(self) -> str:
+        """The password as text, for a client that takes only text (the JDBC catalog's)."""
+        return self._value.decode("utf-8", "surrogateescape")
 
     def __repr__(self) -> str:
         return "Secret('********')"
@@ -70,13 +79,25 @@ def read_password(
         return Secret(value), f"environment variable {env_name}"
     if file is not None:
         try:
-            text = file.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            data = file.read_bytes()
+        except OSError as exc:
             raise ConfigError(
-                f"[{section}] password_file {file} cannot be read: {reason}",
+                f"[{section}] password_file {file} cannot be read: {exc.strerror}",
                 field=f"{section}.password_file",
                 hint="check the path and its permissions (readable by binlake only)",
             ) from None
-        return Secret(text.removesuffix("\n").removesuffix("\r")), f"file {file}"
+        return Secret(without_trailing_newline(data)), f"file {file}"
     return None, "none"
+
+
+def text_bytes(text: str) -> bytes:
+    """The UTF-8 bytes of ``text``; an environment value's undecodable bytes (which Python
+    keeps as surrogate escapes) come back as they were."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def without_trailing_newline(data: bytes) -> bytes:
+    """``data`` less one trailing newline (``\\n`` or ``\\r\\n``), as editors end a file."""
+    if data.endswith(b"\r\n"):
+        return data[:-2]
+    return data.removesuffix(b"\n")

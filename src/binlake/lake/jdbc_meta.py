@@ -95,7 +95,7 @@ class JdbcCatalogReader:
         self.target = target
         self.address = address
         self.user = jdbc.user or address.user or ""
-        self.password = jdbc.password.reveal() if jdbc.password else address.password
+        self.password = jdbc.password.reveal_text() if jdbc.password else address.password
         self.uri = redact_url(jdbc.uri or "")
         self.timeout_s = float(jdbc.connect_timeout_s)
         self._connection: Any = None

@@ -252,7 +252,7 @@ def _check_started(spark: SparkSession, settings: SparkSettings) -> None:
         )
     spark.sparkContext.setLogLevel(settings.log_level)
     for key, secret in settings.secret_conf.items():
-        spark.conf.set(key, secret.reveal())
+        spark.conf.set(key, secret.reveal_text())
     probe_iceberg(spark)
     if is_standalone(settings.master):
         try:

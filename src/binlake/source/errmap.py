@@ -104,6 +104,14 @@ def map_pymysql_error(
         return SourceAuthError(message, user=settings.user, **where)
     if code == ER_SPECIFIC_ACCESS_DENIED:
         return SourceAuthError(message, user=settings.user, hint=_grant_hint(settings), **where)
+    if isinstance(exc, RuntimeError) and "pynacl" in text.lower():
+        return SourceAuthError(
+            message,
+            hint="the account uses MariaDB's ed25519 plugin: install the `PyNaCl` package "
+            "(a binlake dependency: reinstall binlake)",
+            user=settings.user,
+            **where,
+        )
     if isinstance(exc, RuntimeError) and "cryptography" in text:
         return SourceAuthError(
             message,

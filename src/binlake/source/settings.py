@@ -15,12 +15,16 @@ from binlake.config import SourceConfig
 @dataclass(frozen=True)
 class ConnectionSettings:
     """How to reach the source; ``server_id`` is ours, for COM_REGISTER_SLAVE (unique among the
-    source's replicas). TLS is used when ``ssl_ca``, ``ssl_cert`` or ``ssl_key`` is set."""
+    source's replicas). TLS is used when ``ssl_ca``, ``ssl_cert`` or ``ssl_key`` is set.
+
+    ``password`` is the bytes sent to the server (every auth plugin hashes bytes); text given
+    here is taken as its UTF-8 bytes. PyMySQL would encode a ``str`` as latin-1, which is not
+    what a utf8mb4 client hashed for ``IDENTIFIED BY 'pässwörd'``."""
 
     host: str
     port: int
     user: str
-    password: str = field(repr=False)
+    password: bytes = field(repr=False)
     server_id: int
     connect_timeout_s: float = 10.0
     #: ``@master_heartbeat_period``: the source sends a heartbeat after this long idle; a peer
@@ -32,6 +36,8 @@ class ConnectionSettings:
     ssl_verify: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.password, str):
+            object.__setattr__(self, "password", self.password.encode("utf-8"))
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is not a TCP port")
         if not 0 < self.server_id <= 0xFFFFFFFF:
@@ -59,7 +65,7 @@ def connection_settings(source: SourceConfig) -> ConnectionSettings:
         host=source.host,
         port=source.port,
         user=source.user,
-        password=source.password.reveal() if source.password is not None else "",
+        password=source.password.reveal() if source.password is not None else b"",
         server_id=source.server_id,
         connect_timeout_s=source.connect_timeout_s,
         heartbeat_period_s=source.heartbeat_period_s,
@@ -76,7 +82,7 @@ def connect_args(settings: ConnectionSettings) -> dict[str, Any]:
         "host": settings.host,
         "port": settings.port,
         "user": settings.user,
-        "password": settings.password,
+        "password": settings.password,  # bytes: sent as they are, on every connection
         # PyMySQL waits for the server's greeting with read_timeout: bound the whole login
         # by connect_timeout_s (a port that accepts but never greets must not hang for long).
         "connect_timeout": settings.connect_timeout_s,
