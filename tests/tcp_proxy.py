@@ -9,6 +9,7 @@
         proxy.cut_after(500_000)    # forward 500000 more bytes to the client, then RST
         proxy.cut_after(10, reset=False)  # ... then FIN: a truncated stream
         proxy.reject_new = True     # accept new connections and close them at once
+        proxy.reject_next(2)        # ... only the next two
 
 Faults apply to the connections open at the time of the call; new connections are forwarded
 normally (unless ``reject_new``). One thread per connection (plus the accept thread), all daemon
@@ -120,6 +121,7 @@ class TcpProxy:
         self.target = (target_host, target_port)
         self.lifetime_s = lifetime_s
         self.reject_new = False
+        self._reject_count = 0
         self.connections = 0
         self.bytes_to_client = 0
         self.bytes_to_server = 0
@@ -214,9 +216,14 @@ class TcpProxy:
                 break
             self._serve(client)
 
+    def reject_next(self, count: int) -> None:
+        """Close the next ``count`` new connections at once (then forward again)."""
+        self._reject_count = count
+
     def _serve(self, client: socket.socket) -> None:
         self.connections += 1
-        if self.reject_new:
+        if self.reject_new or self._reject_count > 0:
+            self._reject_count -= 1
             _close(client)
             return
         try:

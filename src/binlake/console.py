@@ -13,9 +13,11 @@ import sys
 import threading
 from typing import TextIO
 
+from binlake.errors import SourceError
 from binlake.metrics import EVENTS_RECEIVED, Metrics
 from binlake.position import SourcePosition
 from binlake.source.progress import TERMINAL_REFRESH_S, Progress
+from binlake.source.reconnect import Notify
 
 MB = 1_000_000
 
@@ -86,3 +88,13 @@ class ReceiverProgress(Progress):
 
     def message(self, text: str) -> None:
         self.console.message("receive", text)
+
+
+def reconnect_notice(console: Console, who: str, address: str) -> Notify:
+    """What a connection to the source says while it waits to reconnect (``source.reconnect``):
+    one line per attempt, like the receiver's."""
+
+    def notify(error: SourceError, wait_s: float) -> None:
+        console.message(who, f"{error.message}; reconnecting to {address} in {wait_s:.1f}s")
+
+    return notify

@@ -33,6 +33,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointRecordError",
     "ChecksumMismatchError",
+    "CommitConflictError",
     "ConfigError",
     "DiskFullError",
     "DuplicateTransactionError",
@@ -451,6 +452,21 @@ class CatalogCommitUnknownError(CatalogError):
         "what the table does not hold, whichever way the commit went"
     )
     retryable = True
+
+
+class CommitConflictError(SparkStatementError):
+    """Another writer committed to the table first (Iceberg's optimistic concurrency:
+    ``CommitFailedException``, or a ``ValidationException`` naming conflicting files): the
+    failed commit changed nothing. ``reason`` is Iceberg's message; ``attempts`` how many
+    commits were tried when binlake gave up (``[applier] commit_retries``)."""
+
+    default_hint = (
+        "another writer (a maintenance job, an ALTER, a DELETE) committed to the table first; "
+        "binlake re-plans and commits again, [applier] commit_retries times"
+    )
+
+    reason: str | None = None
+    attempts: int | None = None
 
 
 class SchemaEvolutionError(BinlakeError):

@@ -36,6 +36,7 @@ ROWS_APPLIED = "binlake_rows_applied_total"
 LAG_BYTES = "binlake_lag_bytes"
 LAG_SECONDS = "binlake_lag_seconds"
 FSYNCS = "binlake_fsyncs_total"
+COMMIT_RETRIES = "binlake_commit_retries_total"
 LAST_ERROR = "binlake_last_error_info"
 LAST_ERROR_TIME = "binlake_last_error_timestamp_seconds"
 
@@ -47,6 +48,10 @@ STANDARD: dict[str, tuple[str, str]] = {
     LAG_BYTES: ("gauge", "Bytes of source binlog not yet in the table."),
     LAG_SECONDS: ("gauge", "Seconds since the oldest source change not yet in the table."),
     FSYNCS: ("counter", "fsync calls made by this process, by purpose."),
+    COMMIT_RETRIES: (
+        "counter",
+        "Commits tried again because another writer committed to the table first, per table.",
+    ),
     LAST_ERROR: ("gauge", "The last error (labels error and message); 1 while it is set."),
     LAST_ERROR_TIME: ("gauge", "When the last error happened (seconds since the epoch)."),
 }

@@ -1,12 +1,23 @@
 """Soak: a mixed workload with DDL runs while `binlake replicate` is killed (SIGKILL) at random
 moments, again and again, with faults injected at random in between: network faults on a TCP
-proxy between the source and the receiver (drop, reset, stall, truncate), clean restarts of the
-source, and, after some kills, the newest relay file's tail torn in one of WL#5493's shapes (or
-a CRC32 mismatch inside its last transaction). At the end one `--until-caught-up` run, then
-`verify` and the exactly-once check of every table's snapshot history.
+proxy between the source and every connection binlake opens (drop, reset, stall, truncate),
+clean restarts of the source, and, after some kills, the newest relay file's tail torn in one of
+WL#5493's shapes (or a CRC32 mismatch inside its last transaction). The workload writes MariaDB's
+UUID and INET6 columns and ALTERs whose DEFAULT is the statement's time in the SYSTEM time zone:
+the source facts the applier reads from the relay log (binlog/source_facts.py). At the end one
+`--until-caught-up` run, then `verify` and the exactly-once check of every table's snapshot
+history.
 
-Marked ``slow``: `make soak [MINUTES=5]` runs it, `make test` not. The duration comes from the
-environment (``SOAK_MINUTES``, default 5); what was injected is printed (run with ``-s``).
+Faults are dealt from shuffled decks (every kind once before any kind twice), so a run long
+enough for a deck of each sees every fault kind. The seed is printed before the first fault;
+``SOAK_SEED=n`` replays the random choices (timing aside).
+
+* `make soak [MINUTES=5] [SEED=n]`: the slow soak (marked ``slow``: not in `make test`), its
+  duration from ``SOAK_MINUTES``;
+* `make test`: a short soak per seed of ``SHORT_SOAK_SEEDS``, ``SHORT_SOAK_S`` seconds each,
+  every live fault kind and every tail damage dealt in it (issue 11: a reset of the applier's
+  own connection to the source once stopped replicate, and this keeps it from coming back
+  unseen).
 """
 
 from __future__ import annotations
@@ -37,22 +48,42 @@ from replicate_testing import (
 )
 from tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.slow
-
 #: A cycle of DDL that leaves the columns the workload writes alone.
 DDL_ROUND = (
     "ALTER TABLE {db}.orders ADD COLUMN c{n} INT",
     "TRUNCATE TABLE {db}.audit",
+    "ALTER TABLE {db}.devices ADD COLUMN seen{n} DATETIME(6) NOT NULL "
+    "DEFAULT CURRENT_TIMESTAMP(6)",  # the SYSTEM zone's local time: a recorded conversion
     "ALTER TABLE {db}.orders RENAME COLUMN extra TO spare",
     "ALTER TABLE {db}.orders DROP COLUMN c{n}, MODIFY total DECIMAL(12,2)",
+    "ALTER TABLE {db}.devices DROP COLUMN seen{n}",
     "ALTER TABLE {db}.orders RENAME COLUMN spare TO extra",
 )
+#: MariaDB's UUID and INET6 columns: the hints the receiver records with their TABLE_MAPs.
+DEVICES = "CREATE TABLE {db}.devices (id INT PRIMARY KEY, u UUID, ip INET6, hits INT)"
 #: Faults injected while a run is alive (at most one per run, at a random moment).
 LIVE_FAULTS = ("proxy_drop", "proxy_reset", "proxy_stall", "proxy_truncate", "source_restart")
 #: Tail damage after a kill: the four torn shapes, and a CRC32 mismatch inside the last
 #: transaction (followed by its intact XID).
 TAIL_DAMAGE = (*TORN_SHAPES, "crc_inside_last_transaction")
 CHUNK = 10
+#: The short soak of `make test`: its seeds, and seconds of kills and faults per seed.
+SHORT_SOAK_SEEDS = (926091, 4242)
+SHORT_SOAK_S = 75.0
+
+
+class Deck:
+    """Kinds dealt in shuffled rounds: every kind once before any kind twice."""
+
+    def __init__(self, kinds: tuple[str, ...], rng: random.Random) -> None:
+        self.kinds, self.rng = kinds, rng
+        self.left: list[str] = []
+
+    def deal(self) -> str:
+        if not self.left:
+            self.left = list(self.kinds)
+            self.rng.shuffle(self.left)
+        return self.left.pop()
 
 
 class MixedWorkload:
@@ -74,6 +105,7 @@ class MixedWorkload:
                 for _ in range(self.ddl_every // CHUNK):
                     with self.lock:
                         self.workload.run(CHUNK, pause_s=0.03)
+                        self._device()
                     if self.stop.is_set():
                         return
                 n = self.ddl_done
@@ -86,6 +118,15 @@ class MixedWorkload:
 
     def pause(self) -> threading.Lock:
         return self.lock
+
+    def _device(self) -> None:
+        rng = self.workload.random
+        device = rng.randrange(1, 200)
+        self.workload.source.execute(
+            f"INSERT INTO {self.workload.database}.devices (id, u, ip, hits) VALUES "
+            "(%s, UUID(), %s, 1) ON DUPLICATE KEY UPDATE hits = hits + 1, u = UUID()",
+            (device, f"2001:db8::{device:x}"),
+        )
 
 
 def inject_live_fault(
@@ -104,31 +145,68 @@ def inject_live_fault(
             source.restart()
 
 
-def damage_after_kill(rng: random.Random, state: Path) -> str | None:
-    """Tear the newest relay file's tail in a random shape; None when that file holds no
-    complete transaction yet (nothing to tear)."""
+def damage_after_kill(shape: str, state: Path) -> bool:
+    """Tear the newest relay file's tail in ``shape``; False when that file holds no complete
+    transaction yet (nothing to tear)."""
     newest = newest_relay_file(state)
     if not scan_file(newest).gtids:
-        return None
-    shape = rng.choice(TAIL_DAMAGE)
+        return False
     damage_relay_tail(newest, shape)
-    return shape
+    return True
 
 
+@pytest.mark.slow
 def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double_nothing(
     tmp_path: Path, sandbox_factory: object, spark: object
 ) -> None:
     minutes = float(os.environ.get("SOAK_MINUTES", "5"))
     seed = int(os.environ.get("SOAK_SEED", str(time.time_ns() % 1_000_000)))
+    soak(tmp_path, sandbox_factory, spark, seed=seed, seconds=minutes * 60, life_s=(2.0, 25.0))
+
+
+@pytest.mark.parametrize("seed", SHORT_SOAK_SEEDS)
+def test_a_short_soak_with_every_fault_kind_loses_nothing_and_doubles_nothing(
+    tmp_path: Path, sandbox_factory: object, spark: object, seed: int
+) -> None:
+    injected = soak(
+        tmp_path,
+        sandbox_factory,
+        spark,
+        seed=seed,
+        seconds=SHORT_SOAK_S,
+        life_s=(3.0, 8.0),
+        every_kind=True,
+        tear_odds=0.6,
+    )
+    assert set(LIVE_FAULTS) <= set(injected), injected
+
+
+def soak(
+    tmp_path: Path,
+    sandbox_factory: object,
+    spark: object,
+    *,
+    seed: int,
+    seconds: float,
+    life_s: tuple[float, float],
+    every_kind: bool = False,
+    tear_odds: float = 0.4,
+) -> Counter[str]:
+    """Kills and faults for ``seconds`` (longer with ``every_kind`` until each live fault and
+    tail damage was dealt once), then catch up and check; returns the faults injected."""
+    print(f"\nsoak (seed {seed}): starting, {seconds:g} s; SOAK_SEED={seed} replays it", flush=True)
     rng = random.Random(seed)
+    live_faults, tail_damage = Deck(LIVE_FAULTS, rng), Deck(TAIL_DAMAGE, rng)
     source: MariaDBSandbox = sandbox_factory().start()  # type: ignore[operator]
     database = "soak"
     workload = ShopWorkload(source, database, seed=seed).create()
+    source.execute(DEVICES.format(db=database))
     state = tmp_path / "state"
     injected: Counter[str] = Counter()
     kills = 0
     mixed = MixedWorkload(workload)
-    with TcpProxy(target_port=source.port, lifetime_s=minutes * 60 + 1800) as proxy:
+    started = time.monotonic()
+    with TcpProxy(target_port=source.port, lifetime_s=seconds + 3600) as proxy:
         config = config_for(
             tmp_path,
             source,
@@ -139,9 +217,9 @@ def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double
             port=proxy.port,
         )
         mixed.thread.start()
-        deadline = time.monotonic() + minutes * 60
+        deadline = started + seconds
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline or (every_kind and not _every_kind(injected)):
                 err_path = tmp_path / f"run{kills}.err"
                 with err_path.open("w") as err:
                     process = subprocess.Popen(
@@ -151,8 +229,8 @@ def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double
                         text=True,
                         env=replicate_env(),
                     )
-                life = rng.uniform(2.0, 25.0)
-                fault = rng.choice((*LIVE_FAULTS, None, None))
+                life = rng.uniform(*life_s)
+                fault = live_faults.deal() if rng.random() < 0.75 else None
                 if fault is not None:
                     at = rng.uniform(0.0, life)
                     time.sleep(at)
@@ -163,13 +241,15 @@ def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double
                 if process.poll() is not None:
                     pytest.fail(
                         f"replicate exited by itself (rc={process.returncode}) after "
-                        f"{dict(injected)}:\n{err_path.read_text()[-6000:]}"
+                        f"{dict(injected)} (seed {seed}):\n{err_path.read_text()[-6000:]}"
                     )
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 kills += 1
-                if rng.random() < 0.4 and (shape := damage_after_kill(rng, state)) is not None:
-                    injected[f"torn_tail_{shape}"] += 1
+                if rng.random() < tear_odds:
+                    shape = tail_damage.deal()
+                    if damage_after_kill(shape, state):
+                        injected[f"torn_tail_{shape}"] += 1
         finally:
             mixed.stop.set()
             mixed.thread.join()
@@ -177,15 +257,24 @@ def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double
         # An ALTER's column changes reach Iceberg with the table's next rows (its TABLE_MAP):
         # end with rows on every table, so that no DDL is still pending when verify compares.
         workload.run(3)
+        mixed._device()
         final = run_replicate(config, "--until-caught-up", timeout=900)
         assert final.returncode == 0, describe(final)
         checked = assert_verify_passes(config, spark)
         history = assert_history_is_exactly_once(config, spark)
     faults = ", ".join(f"{kind} {count}" for kind, count in sorted(injected.items())) or "none"
+    elapsed = time.monotonic() - started
     print(
-        f"\nsoak (seed {seed}): {minutes:g} minutes, {kills} kills (SIGKILL), "
+        f"\nsoak (seed {seed}): {elapsed / 60:.1f} minutes, {kills} kills (SIGKILL), "
         f"{sum(injected.values())} faults: {faults}; "
         f"{workload.next_id - 1} orders, {mixed.ddl_done} DDL statements; "
         f"verify passed for {len(checked)} tables, {sum(history.values())} binlake snapshots, "
-        "each batch and position once: nothing lost, nothing doubled"
+        "each batch and position once: nothing lost, nothing doubled",
+        flush=True,
     )
+    return injected
+
+
+def _every_kind(injected: Counter[str]) -> bool:
+    kinds = {*LIVE_FAULTS, *(f"torn_tail_{shape}" for shape in TAIL_DAMAGE)}
+    return kinds <= set(injected)

@@ -38,22 +38,30 @@ from binlake.apply.batch_apply import BatchApplier, BatchResult
 from binlake.apply.catalog_retry import CatalogRetry, retryable
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
 from binlake.config import Config
-from binlake.console import MB, Console
+from binlake.console import MB, Console, reconnect_notice
 from binlake.crashpoints import crash_point
-from binlake.errors import CatalogError, SourcePositionLostError
+from binlake.errors import CatalogError, CommitConflictError, SourcePositionLostError
+from binlake.lake.commit_retry import CommitRetry, CommitRetryPolicy
 from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
 from binlake.lake.target import LakeTarget
 from binlake.lake.target_check import probe_catalog
-from binlake.metrics import LAG_BYTES, LAG_SECONDS, ROWS_APPLIED, TRANSACTIONS_APPLIED, Metrics
+from binlake.metrics import (
+    COMMIT_RETRIES,
+    LAG_BYTES,
+    LAG_SECONDS,
+    ROWS_APPLIED,
+    TRANSACTIONS_APPLIED,
+    Metrics,
+)
 from binlake.position import RelayPosition, SourcePosition, at_or_before, before, earliest
 from binlake.relay import INDEX_NAME
 from binlake.relay.handoff import RelayProgress, RelayState
 from binlake.relay.reader import RelayGroup, RelayReader
 from binlake.snapshot.runner import SnapshotRunner
-from binlake.source.hints import SourceHints
+from binlake.source.hints import source_hints
 from binlake.source.policy import Backoff
-from binlake.source.settings import connection_settings
+from binlake.source.reconnect import SourceWaitAbandoned
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
 from binlake.storage.index import LogIndex
 from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
@@ -107,13 +115,19 @@ class Applier:
         self.metrics = metrics
         self._stop = threading.Event()
         self.result = ApplyResult(commits=Counter(), zero_dates=Counter())
-        self._hints = SourceHints(connection_settings(config.source))
+        address = f"{config.source.host}:{config.source.port}"
+        self._hints = source_hints(
+            config, notify=reconnect_notice(console, "apply", address), stop=self._stop
+        )
         self.lake = Lake(
             spark,
             target,
             key_columns=config.tables.key_columns,
             hints=self._hints,
             on_evolved=self._release_holds,
+            commit_retry=CommitRetry(
+                CommitRetryPolicy.from_config(config.applier), on_retry=self._commit_retried
+            ),
         )
         applier = config.applier
         self._builder = BatchBuilder(
@@ -128,7 +142,7 @@ class Applier:
         #: (table, applied position): the relay log was empty at start, so the first source
         #: position it gets must not be past what that table (the furthest behind) holds.
         self._gap_check: tuple[str, SourcePosition] | None = None
-        self._snapshots = SnapshotRunner(config, spark, self.lake, console)
+        self._snapshots = SnapshotRunner(config, spark, self.lake, console, self._stop)
         self._requests_checked = 0.0
         self._catalog_retry = CatalogRetry(
             lambda: probe_catalog(spark, target),
@@ -150,6 +164,8 @@ class Applier:
             state = self._start()
             if state is not None:
                 self._loop()
+        except SourceWaitAbandoned:
+            pass  # stopped while waiting for the source: the open batch is read again next time
         finally:
             self._hints.close()
         return self.result
@@ -331,6 +347,17 @@ class Applier:
                 if not self._catalog_retry.wait(error):
                     return None
                 self.lake.reload()
+
+    def _commit_retried(
+        self, table: str, retry: int, conflict: CommitConflictError, wait_s: float
+    ) -> None:
+        self.metrics.inc_counter(COMMIT_RETRIES, {"table": table}, 1)
+        limit = self.config.applier.commit_retries
+        self.console.message(
+            "apply",
+            f"{table}: {conflict.reason}; re-planning and committing again in {wait_s:.1f}s "
+            f"(retry {retry} of {limit})",
+        )
 
     def _release_holds(self, table: str) -> None:
         if self._session is not None:

@@ -26,8 +26,9 @@ only be a replay's re-creation, and is dropped.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from binlake.apply.accounting import DdlHolds
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
@@ -35,6 +36,7 @@ from binlake.binlog.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.rows import decode_rows
+from binlake.binlog.source_facts import SourceFactsEvent, ZoneTimes
 from binlake.config import OnDrop
 from binlake.crashpoints import crash_point
 from binlake.ddl.defaults import StatementContext
@@ -42,6 +44,7 @@ from binlake.ddl.parse import parse_ddl
 from binlake.ddl.statements import AlterTable, DdlStatement, RenameTables
 from binlake.lake.changes import ChangeLog, KeyedChanges
 from binlake.lake.commit import BATCH, GTID, POSITION, RELAY
+from binlake.lake.commit_retry import with_retries
 from binlake.lake.table_actions import (
     ClaimTableName,
     DeleteAllRows,
@@ -109,32 +112,47 @@ class BatchApplier:
     # ---- rows ------------------------------------------------------------------------------
 
     def _rows(self, batch: Batch, properties: dict[str, str]) -> BatchResult:
-        per_table: dict[str, tuple[LakeTable, Changes]] = {}
-        for unit in batch.units:
-            if unit.kind is UnitKind.ROWS:
-                self._collect(unit, per_table)
         result = BatchResult()
-        crash_point("apply_before_commit")
-        todo = [(table, changes) for table, changes in per_table.values() if len(changes)]
-        for i, (table, changes) in enumerate(todo):
-            if i:
-                crash_point("apply_between_tables")
-            self.lake.commit(table, changes, properties, batch.position)
-            result.committed[table.source] += changes.changes
+        commits = [0]
+        for source in _touched(batch):
+            attempt = partial(self._table_rows, batch, source, properties, commits)
+            changes = self.lake.committing(source, attempt)
+            if changes is not None:
+                result.committed[source] += changes
+        if not commits[0]:
+            crash_point("apply_before_commit")  # a batch that brings no table anything
         crash_point("apply_after_commits")
         return result
 
-    def _collect(self, unit: Unit, per_table: dict[str, tuple[LakeTable, Changes]]) -> None:
-        position = unit.position
-        for rows in unit.rows:
-            table = self.lake.table(rows.table_map.qualified_name)
-            if not is_new_for(position, table.applied):
-                continue  # the table has this transaction already
-            entry = per_table.get(table.source)
-            if entry is None:
-                self.lake.prepare(table, rows.table_map)
-                entry = per_table[table.source] = (table, table.new_changes(rows.table_map))
-            self._feed(entry[1], table, rows, str(position), unit.group.relay_file)
+    def _table_rows(
+        self,
+        batch: Batch,
+        source: str,
+        properties: dict[str, str],
+        commits: list[int],
+        retries: int,
+    ) -> int | None:
+        """Plan ``source``'s changes in ``batch`` from what its table holds now (transactions
+        it has by position skipped), and commit them; the row changes committed (None: the
+        table had everything already)."""
+        table = self.lake.table(source)
+        changes: Changes | None = None
+        for unit in batch.units:
+            if unit.kind is not UnitKind.ROWS or not is_new_for(unit.position, table.applied):
+                continue
+            for rows in unit.rows:
+                if rows.table_map.qualified_name != source:
+                    continue
+                if changes is None:
+                    self.lake.prepare(table, rows.table_map, rows.recorded_hints)
+                    changes = table.new_changes(rows.table_map)
+                self._feed(changes, table, rows, str(unit.position), unit.group.relay_file)
+        if changes is None or not len(changes):
+            return None
+        crash_point("apply_between_tables" if commits[0] else "apply_before_commit")
+        self.lake.commit(table, changes, with_retries(properties, retries), batch.position)
+        commits[0] += 1
+        return changes.changes
 
     def _feed(
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, file: str
@@ -165,8 +183,13 @@ class BatchApplier:
         assert statement is not None
         position = unit.position
         result = BatchResult()
-        if isinstance(statement, AlterTable):
-            self._alter(statement, unit, properties, result)
+        if isinstance(statement, AlterTable) and self.selected(statement.table.qualified):
+            self.lake.committing(
+                statement.table.qualified,
+                lambda retries: self._alter(
+                    statement, unit, with_retries(properties, retries), result
+                ),
+            )
         actions = table_actions(
             statement,
             "keep" if self.on_drop is OnDrop.KEEP else "drop",
@@ -185,8 +208,6 @@ class BatchApplier:
         """Evolve the table and commit at the ALTER's position (``Lake.alter``), or leave the
         ALTER pending on it, its transaction held in the checkpoint until the schema has it."""
         source = statement.table.qualified
-        if not self.selected(source):
-            return
         table = self.lake.table(source)
         position = unit.position
         if table.schema is None or not is_new_for(position, table.applied):
@@ -206,12 +227,10 @@ class BatchApplier:
         result: BatchResult,
     ) -> None:
         if isinstance(action, DeleteAllRows):
-            table = self.lake.table(action.table)
-            if table.schema is None or not is_new_for(position, table.applied):
-                return  # nothing to empty, or the TRUNCATE is in the table already
-            self._run(action, position, properties)
-            table.applied = position
-            result.committed[action.table] += 0
+            if self.lake.committing(
+                action.table, partial(self._truncate, action, position, properties)
+            ):
+                result.committed[action.table] += 0
         elif isinstance(action, RenameLakeTable):
             self._rename(action, statement, position, properties, result)
         else:
@@ -262,7 +281,34 @@ class BatchApplier:
         if result.held == action.old:
             result.held = action.new
 
+    def _truncate(
+        self,
+        action: DeleteAllRows,
+        position: SourcePosition,
+        properties: dict[str, str],
+        retries: int,
+    ) -> bool:
+        """Empty the table at the TRUNCATE's position; False when there is nothing to empty or
+        the table has the TRUNCATE already."""
+        table = self.lake.table(action.table)
+        if table.schema is None or not is_new_for(position, table.applied):
+            return False
+        self._run_once(action, position, with_retries(properties, retries))
+        table.applied = position
+        return True
+
     def _run(
+        self, action: TableAction, position: SourcePosition, properties: dict[str, str]
+    ) -> None:
+        """A table action, tried again after a conflicting commit: each action finds what is
+        done already (``table_actions``), and a DROP commits nothing that could conflict."""
+        table = action.old if isinstance(action, RenameLakeTable) else action.table
+        self.lake.committing(
+            table,
+            lambda retries: self._run_once(action, position, with_retries(properties, retries)),
+        )
+
+    def _run_once(
         self, action: TableAction, position: SourcePosition, properties: dict[str, str]
     ) -> None:
         run_table_action(
@@ -286,13 +332,23 @@ def _log(
 
 
 def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementContext, AlterTable]:
-    """What the DDL's QUERY event says of the session that ran it, and the statement read in
-    the session's charset (the relay text is read as UTF-8: a latin1 client's DEFAULT 'é' is
-    the byte E9, which only latin1 reads right)."""
-    query = next(e for e in unit.group.group.events if isinstance(e.payload, QueryEvent))
+    """What the DDL's QUERY event says of the session that ran it (with the time zone
+    conversions the receiver recorded beside it), and the statement read in the session's
+    charset (the relay text is read as UTF-8: a latin1 client's DEFAULT 'é' is the byte E9,
+    which only latin1 reads right)."""
+    events = unit.group.group.events
+    query = next(e for e in events if isinstance(e.payload, QueryEvent))
     payload = query.payload
     assert isinstance(payload, QueryEvent)
-    context = StatementContext.of_event(query.header.timestamp, payload)
+    recorded = next(
+        (
+            e.payload.fact
+            for e in events
+            if isinstance(e.payload, SourceFactsEvent) and isinstance(e.payload.fact, ZoneTimes)
+        ),
+        None,
+    )
+    context = StatementContext.of_event(query.header.timestamp, payload, recorded)
     if context.charset in _UTF8_READABLE:
         return context, statement
     try:
@@ -300,3 +356,12 @@ def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementCont
     except BinlakeError:
         return context, statement  # its strings cannot be read: refused where they matter
     return context, reread if isinstance(reread, AlterTable) else statement
+
+
+def _touched(batch: Batch) -> Iterator[str]:
+    """The replicated tables ``batch``'s rows change, in the order they first appear."""
+    seen: dict[str, None] = {}
+    for unit in batch.units:
+        for rows in unit.rows:
+            seen.setdefault(rows.table_map.qualified_name, None)
+    return iter(seen)

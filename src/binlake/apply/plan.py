@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.rows import RowsEvent
+from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import GroupKind
 from binlake.ddl.parse import parse_ddl
@@ -74,6 +75,9 @@ class TableRows:
     event: RowsEvent
     #: Offset of the event in its relay file (for messages).
     offset: int
+    #: The UUID/INET column hints the receiver recorded with the TABLE_MAP (column name ->
+    #: hint); None when the relay log recorded none (binlog/source_facts.py).
+    recorded_hints: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +139,14 @@ def _is_query_statement(group: RelayGroup) -> bool:
 
 def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
     maps: dict[int, TableMap] = {}
+    recorded: dict[tuple[str, str], Mapping[str, str]] = {}
     out: list[TableRows] = []
     for event in group.group.events:
         payload = event.payload
         if isinstance(payload, TableMap):
             maps[payload.table_id] = payload
+        elif isinstance(payload, SourceFactsEvent) and isinstance(payload.fact, ColumnHints):
+            recorded[(payload.fact.database, payload.fact.table)] = payload.fact.hints
         elif isinstance(payload, RowsEvent):
             table_map = maps.get(payload.table_id)
             if table_map is None:
@@ -152,7 +159,8 @@ def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
                     "binlog_format=ROW on the source",
                 )
             if selected(table_map.qualified_name):
-                out.append(TableRows(table_map, payload, event.offset))
+                hints = recorded.get((table_map.schema, table_map.table))
+                out.append(TableRows(table_map, payload, event.offset, hints))
         elif isinstance(payload, QueryEvent) and payload.keyword in DML_KEYWORDS:
             _refuse_statement(payload, group, event.offset, selected)
     return tuple(out)

@@ -119,6 +119,8 @@ IN_GROUP_TYPES = ROWS_TYPES | frozenset(
         EventType.RAND,
         EventType.USER_VAR,
         EventType.PARTIAL_UPDATE_ROWS,
+        # binlake's source facts (binlog/source_facts.py): only ever inside a group
+        EventType.IGNORABLE,
     }
 )
 #: Heartbeats: what a source sends on an idle dump; never part of a binlog file.

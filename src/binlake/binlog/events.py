@@ -15,6 +15,12 @@ from binlake.binlog.constants import EventType, event_type_name
 from binlake.binlog.errors import InvalidEventError
 from binlake.binlog.format import FormatContext
 from binlake.binlog.query_status import QueryStatus, decode_query_status, encode_query_status
+from binlake.binlog.source_facts import (
+    SourceFactsEvent,
+    decode_source_facts,
+    encode_source_facts,
+    is_source_facts,
+)
 
 Body = bytes | memoryview
 
@@ -333,6 +339,7 @@ ControlPayload = (
     | PreviousGtidsEvent
     | XaPrepareEvent
     | IncidentEvent
+    | SourceFactsEvent
     | UnknownEvent
 )
 
@@ -359,7 +366,10 @@ _DECODERS: dict[int, Callable[[_Cursor, FormatContext], ControlPayload]] = {
 
 
 def decode_control(type_code: int, body: Body, ctx: FormatContext, offset: int) -> ControlPayload:
-    """Decode the body of a non-row event; types binlake does not interpret become UnknownEvent."""
+    """Decode the body of a non-row event; types binlake does not interpret become UnknownEvent
+    (so does an IGNORABLE event that is not binlake's source facts)."""
+    if type_code == EventType.IGNORABLE and is_source_facts(body):
+        return decode_source_facts(body, offset)
     decoder = _DECODERS.get(type_code)
     if decoder is None:
         return UnknownEvent(type_code, bytes(body))
@@ -456,6 +466,8 @@ def encode_control(ev: ControlPayload) -> bytes:
             return head + _u(4, len(ev.gtrid)) + _u(4, len(ev.bqual)) + ev.gtrid + ev.bqual
         case IncidentEvent():
             return _u(2, ev.incident) + _u(1, len(ev.message)) + ev.message
+        case SourceFactsEvent():
+            return encode_source_facts(ev)
         case UnknownEvent():
             return ev.body
     raise TypeError(f"not an event payload: {type(ev).__name__}")

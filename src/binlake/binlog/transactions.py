@@ -59,7 +59,12 @@ class EventGroup:
 
 
 _PREFIX_TYPES = frozenset({EventType.INTVAR, EventType.RAND, EventType.USER_VAR})
-_IN_GROUP_TYPES = frozenset({EventType.ANNOTATE_ROWS, EventType.ROWS_QUERY, EventType.TABLE_MAP})
+#: Events that start a statement group when no GTID or BEGIN came first; IGNORABLE: binlake's
+#: source facts (binlog/source_facts.py), written before the QUERY or after the TABLE_MAP they
+#: belong to.
+_IN_GROUP_TYPES = frozenset(
+    {EventType.ANNOTATE_ROWS, EventType.ROWS_QUERY, EventType.TABLE_MAP, EventType.IGNORABLE}
+)
 
 
 def _opens(payload: object) -> bool:

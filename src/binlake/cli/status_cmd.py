@@ -132,7 +132,7 @@ def render_status(report: StatusReport) -> str:
     return "\n".join(lines)
 
 
-_HEADER = ("TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "COMMITTED")
+_HEADER = ("TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "RETRIES", "COMMITTED")
 
 
 def _table_lines(tables: tuple[TableStatus, ...]) -> list[str]:
@@ -154,5 +154,6 @@ def _row(table: TableStatus) -> tuple[str, ...]:
         "-" if table.pending_transactions is None else str(table.pending_transactions),
         "-" if table.lag_bytes is None else str(table.lag_bytes),
         seconds,
+        str(table.commit_retries),
         _when(committed),
     )

@@ -102,6 +102,10 @@ class ApplierConfig:
     metrics_port: int = 0
     #: How long a batch waits out a failing catalog before binlake stops.
     catalog_give_up_s: float = 300.0
+    #: Commits tried again after another writer committed to the table first.
+    commit_retries: int = 10
+    #: Longest wait between two of those tries (capped exponential backoff with jitter).
+    commit_retry_max_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,21 @@ APPLIER_KEYS: tuple[Key, ...] = (
         300.0,
         "a batch the catalog failed is retried (backoff of [receiver] reconnect_*) this long, "
         "then binlake replicate stops",
+    ),
+    Key(
+        "commit_retries",
+        "int",
+        int_value(0, 10_000),
+        10,
+        "times a table's commit is re-planned and tried again after another writer committed "
+        "first (0: never)",
+    ),
+    Key(
+        "commit_retry_max_s",
+        "float",
+        float_value(0.0, 3600.0),
+        5.0,
+        "longest wait between two tries of a commit (doubles from 0.1 s, with jitter)",
     ),
 )
 

@@ -39,6 +39,7 @@ from binlake.binlog.charsets import charset_of, decode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.mariadb_types import format_inet4, format_inet6, format_uuid, parse_hinted
+from binlake.binlog.source_facts import ZoneTimes
 from binlake.ddl.literals import (
     BytesLiteral,
     CurrentTime,
@@ -54,6 +55,7 @@ from binlake.ddl.literals import (
 from binlake.ddl.statements import ColumnDefinition
 from binlake.ddl.temporal import (
     ZERO,
+    RecordedClock,
     SourceClock,
     StatementTime,
     TemporalError,
@@ -101,10 +103,23 @@ class StatementContext:
     charset: str = "utf8mb4"
     #: ``explicit_defaults_for_timestamp`` (ON by default since MariaDB 10.10).
     explicit_timestamps: bool = True
+    #: The source's conversions in the statement's time zone, as the receiver recorded them
+    #: beside the statement (None: none recorded; binlog/source_facts.py).
+    recorded: ZoneTimes | None = None
+
+    def clock(self, fallback: SourceClock | None) -> SourceClock | None:
+        """The clock the statement's times are converted with: the recorded conversions, and
+        ``fallback`` (the source) for what they lack."""
+        if self.recorded is None:
+            return fallback
+        return RecordedClock(self.recorded, fallback)
 
     @classmethod
-    def of_event(cls, timestamp: int, event: QueryEvent) -> StatementContext:
-        """From the event (``timestamp``: its header's seconds)."""
+    def of_event(
+        cls, timestamp: int, event: QueryEvent, recorded: ZoneTimes | None = None
+    ) -> StatementContext:
+        """From the event (``timestamp``: its header's seconds) and the facts recorded with
+        it."""
         status = event.status
         micro = status.get("hrnow")
         if micro is None:
@@ -123,6 +138,7 @@ class StatementContext:
             sql_mode=_integer_status(status.get("sql_mode")),
             charset=_client_charset(charsets),
             explicit_timestamps=bool(explicit),
+            recorded=recorded,
         )
 
 

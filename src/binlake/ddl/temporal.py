@@ -27,9 +27,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol
 
+from binlake.binlog.source_facts import ZoneTimes
+
 __all__ = [
     "MODE_TIME_ROUND_FRACTIONAL",
     "ZERO",
+    "RecordedClock",
     "SourceClock",
     "StatementTime",
     "TemporalError",
@@ -78,6 +81,33 @@ class SourceClock(Protocol):
     def utc_instant(self, zone: str, local: dt.datetime) -> tuple[int, int]:
         """(seconds, microseconds) since the epoch of the local time ``local`` in ``zone``."""
         ...
+
+
+class RecordedClock:
+    """A ``SourceClock`` that answers from the conversions the receiver recorded in the relay
+    log with the statement (``ZoneTimes``, binlog/source_facts.py) and asks ``fallback`` (the
+    live source) only what they lack; without a fallback that is a ``TemporalError``."""
+
+    def __init__(self, recorded: ZoneTimes, fallback: SourceClock | None = None) -> None:
+        self.recorded = recorded
+        self.fallback = fallback
+
+    def local_time(self, zone: str, seconds: int, microseconds: int) -> dt.datetime:
+        local = self.recorded.local_times.get(seconds) if zone == self.recorded.zone else None
+        if local is not None:
+            return local + dt.timedelta(microseconds=microseconds)
+        return self._fallback(zone).local_time(zone, seconds, microseconds)
+
+    def utc_instant(self, zone: str, local: dt.datetime) -> tuple[int, int]:
+        instant = self.recorded.instants.get(local) if zone == self.recorded.zone else None
+        if instant is not None:
+            return instant
+        return self._fallback(zone).utc_instant(zone, local)
+
+    def _fallback(self, zone: str) -> SourceClock:
+        if self.fallback is None:
+            raise TemporalError(f"the relay log recorded no such conversion in time zone {zone}")
+        return self.fallback
 
 
 @dataclass(frozen=True, slots=True)

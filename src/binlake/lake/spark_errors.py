@@ -4,7 +4,9 @@
 ``SparkSetupError`` (a missing Iceberg runtime or its shaded Jackson classes),
 ``DiskFullError`` (the Java cause chain says ENOSPC, EDQUOT or an HDFS quota), a
 ``CatalogError`` (the catalog's database is down, refuses the login, ...: see
-``binlake.lake.catalog_errors``) or a ``SparkMasterError`` (the cluster went away), naming the
+``binlake.lake.catalog_errors``), a ``SparkMasterError`` (the cluster went away), or
+``CommitConflictError`` when another writer committed to the table first (``commit_conflict``;
+the applier's retry, ``binlake.apply.retry``, is for those and for a failing catalog), naming the
 statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
 """
 
@@ -16,7 +18,13 @@ from contextlib import contextmanager
 
 from pyspark import SparkContext
 
-from binlake.errors import BinlakeError, DiskFullError, SparkSetupError, SparkStatementError
+from binlake.errors import (
+    BinlakeError,
+    CommitConflictError,
+    DiskFullError,
+    SparkSetupError,
+    SparkStatementError,
+)
 from binlake.lake.catalog_errors import classify_catalog_failure, classify_master_failure
 
 _SHADED_JACKSON_MARK = "org/apache/iceberg/shaded/com/fasterxml/jackson"
@@ -33,6 +41,26 @@ _WAREHOUSE_KEY = re.compile(r"spark\.sql\.catalog\.[^.]+\.warehouse")
 _URI_KEY = re.compile(r"spark\.sql\.catalog\.([^.]+)\.uri")
 #: Longest Java cause chain walked (a guard against cycles the JVM should not have).
 _MAX_CAUSES = 16
+#: Iceberg's exceptions for a commit another writer beat: the metadata moved on
+#: (``CommitFailedException``: "Version N already exists", "stale table metadata"), or the
+#: outcome is unknown (``CommitStateUnknownException``: the table's newest snapshot tells).
+CONFLICT_EXCEPTIONS = (
+    "org.apache.iceberg.exceptions.CommitFailedException",
+    "org.apache.iceberg.exceptions.CommitStateUnknownException",
+)
+VALIDATION_EXCEPTION = "org.apache.iceberg.exceptions.ValidationException"
+#: What Iceberg's ``ValidationException`` says when a concurrent commit conflicts with this one
+#: (a DELETE or a compaction removed or rewrote files this commit's deletes refer to, or added
+#: rows it must see); any other validation failure is not a conflict.
+CONFLICT_VALIDATIONS = (
+    "found conflicting",
+    "found new conflicting",
+    "missing data files",
+    "missing required files",
+    "found new delete for replaced data file",
+    "found new position delete for replaced data file",
+)
+_EXCEPTION_LINE = re.compile(r"(org\.apache\.iceberg\.exceptions\.\w+):\s*(.*)")
 
 
 def missing_class_error(name: str, component: str) -> SparkSetupError:
@@ -57,7 +85,7 @@ def spark_error(
     """The typed error for an exception from Spark, with setup problems and a full disk
     recognised (the Java cause chain is read when the Python text does not tell)."""
     text = str(error)
-    if disk_full_reason(text) is None:
+    if disk_full_reason(text) is None and commit_conflict(text) is None:
         text = f"{text}\n{java_causes(error)}"
     conf = session_conf()
     warehouse = None if disk_full_reason(text) is None else configured_warehouse(conf)
@@ -106,7 +134,27 @@ def classify_spark_failure(
             hint=DISK_FULL_HINT,
         )
     shown = None if statement is None else " ".join(statement.split())[:_STATEMENT_CHARS]
+    conflict = commit_conflict(text)
+    if conflict is not None:
+        return CommitConflictError(
+            f"another writer committed first: {conflict}",
+            table=table,
+            statement=shown,
+            reason=conflict,
+        )
     return SparkStatementError(first_line(text), table=table, statement=shown)
+
+
+def commit_conflict(text: str) -> str | None:
+    """Iceberg's own line (``Exception: message``) when ``text`` (an error and its Java cause
+    chain) says another writer committed first; None otherwise."""
+    for match in _EXCEPTION_LINE.finditer(text):
+        name, message = match.group(1), match.group(2).strip()
+        if name in CONFLICT_EXCEPTIONS:
+            return f"{name.rsplit('.', 1)[-1]}: {message}"
+        if name == VALIDATION_EXCEPTION and any(m in message.lower() for m in CONFLICT_VALIDATIONS):
+            return f"ValidationException: {message}"
+    return None
 
 
 def disk_full_reason(text: str) -> str | None:

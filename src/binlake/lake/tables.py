@@ -32,6 +32,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
@@ -59,6 +60,7 @@ from binlake.lake.commit import (
     execute_with_commit_properties,
     latest_binlake_summary,
 )
+from binlake.lake.commit_retry import CommitRetry
 from binlake.lake.frames import dataframe_from_arrow
 from binlake.lake.iceberg_meta import LakeTable as LakeLineage
 from binlake.lake.iceberg_meta import lake_tables
@@ -76,10 +78,17 @@ from binlake.lake.sql import create_table_statements, quote
 from binlake.lake.table_actions import drop_table, read_lake_schema, table_exists
 from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, is_new_for, parse_position
-from binlake.source.hints import HintNames, SourceHints, hints_for_map, hints_from_comments
+from binlake.source.hints import (
+    HintNames,
+    SourceHints,
+    hint_candidates,
+    hints_for_map,
+    hints_from_comments,
+)
 from binlake.typemap import LakeColumn, LakeSchema
 
 _views = itertools.count(1)
+T = TypeVar("T")
 
 
 @dataclass
@@ -135,11 +144,14 @@ class Lake:
         key_columns: Mapping[str, Sequence[str]],
         hints: SourceHints,
         on_evolved: Callable[[str], None] = lambda _table: None,
+        commit_retry: CommitRetry | None = None,
     ) -> None:
         self.spark = spark
         self.target = target
         self.key_columns = key_columns
         self.source_hints = hints
+        #: Every commit to a table goes through it (``committing``).
+        self.commit_retry = commit_retry or CommitRetry()
         #: Called with ``db.table`` once a table's pending DDL is in its Iceberg schema.
         self.on_evolved = on_evolved
         self._tables: dict[str, LakeTable] = {}
@@ -200,6 +212,27 @@ class Lake:
                     table.applied = parse_position(summary[POSITION])
         return table
 
+    def committing(self, source: str, attempt: Callable[[int], T]) -> T:
+        """``attempt(retries)``, planned and committed again, after the table is read anew,
+        when another writer committed to ``source``'s table first (``lake.commit_retry``)."""
+        return self.commit_retry.run(source, attempt, reload=lambda: self.reload(source))
+
+    def reload(self, source: str) -> None:
+        """Read ``source``'s table (schema, applied position) from the catalog again, keeping
+        the DDL still waiting for it (it is not in the table yet)."""
+        before = self._tables.pop(source, None)
+        self._applied.pop(source, None)
+        name = self.target.lake_table(source)
+        if not self.target.embedded:
+            with spark_errors(f"REFRESH TABLE {name}", source):
+                if table_exists(self.spark, name):
+                    self.spark.sql(f"REFRESH TABLE {name}")
+        table = self.table(source)
+        if before is not None:
+            table.pending_ddl = before.pending_ddl
+            table.pending_alters = before.pending_alters
+            table.hint_names = {**before.hint_names, **table.hint_names}
+
     def drop(self, source: str) -> None:
         """Drop ``db.table``'s Iceberg table if there is one, and forget what was known of it."""
         drop_table(self.spark, self.target.lake_table(source), source)
@@ -229,12 +262,18 @@ class Lake:
 
     # ---- schema ------------------------------------------------------------------------------
 
-    def prepare(self, table: LakeTable, table_map: TableMap) -> LakeSchema:
-        """Make the Iceberg table match ``table_map`` (create or evolve); its schema then."""
+    def prepare(
+        self,
+        table: LakeTable,
+        table_map: TableMap,
+        recorded_hints: Mapping[str, str] | None = None,
+    ) -> LakeSchema:
+        """Make the Iceberg table match ``table_map`` (create or evolve); its schema then.
+        ``recorded_hints``: the UUID/INET hints the relay log recorded with the TABLE_MAP."""
         wanted = shape(table_map)
         if table.in_sync == wanted and table.schema is not None:
             return table.schema
-        self._learn_hints(table, table_map)
+        self._learn_hints(table, table_map, recorded_hints)
         key = self.key_columns.get(table.source)
         before = table.schema
         if before is None:
@@ -309,7 +348,7 @@ class Lake:
                 context,
                 before=before.columns,
                 after=table.schema,
-                clock=self.source_hints,
+                clock=context.clock(self.source_hints),
             ),
         )
         crash_point("apply_before_backfill")
@@ -333,7 +372,7 @@ class Lake:
                     pending.context,
                     before=columns,
                     after=table.schema,
-                    clock=self.source_hints,
+                    clock=pending.context.clock(self.source_hints),
                     final_name=final_names(later),
                 ),
             )
@@ -381,12 +420,21 @@ class Lake:
         table.applied = position
         self._applied[table.source] = position
 
-    def _learn_hints(self, table: LakeTable, table_map: TableMap) -> None:
-        """Ask the source for UUID/INET columns the lake does not know yet."""
+    def _learn_hints(
+        self, table: LakeTable, table_map: TableMap, recorded: Mapping[str, str] | None
+    ) -> None:
+        """Which of the TABLE_MAP's columns the lake does not know yet are UUID/INET: as the
+        relay log recorded (``recorded``), else (a relay log written before binlake recorded
+        source facts, a snapshot) as the source says now."""
         known = {c.name.casefold() for c in table.schema.columns} if table.schema else set()
-        names = table_map.column_names or ()
-        if any(name.casefold() not in known for name in names):
-            table.hint_names = {**self.source_hints.for_table(table.source), **table.hint_names}
+        unknown = [n for n in hint_candidates(table_map).values() if n.casefold() not in known]
+        if not unknown:
+            return
+        if recorded is not None:
+            learned = {name.casefold(): hint for name, hint in recorded.items()}
+        else:
+            learned = self.source_hints.for_table(table_map.schema, table_map.table)
+        table.hint_names = {**learned, **table.hint_names}
 
     def _create(self, table: LakeTable, schema: LakeSchema) -> None:
         parts = self.target.identifier(table.source)

@@ -8,6 +8,9 @@ transaction and again after the rows: if it differs, or the server says the tabl
 changed under the snapshot (error 1412), the chunk is read again, so a chunk's rows and shape
 always belong together. A table that no longer exists gives None.
 
+A lost connection reads the chunk again, in a new snapshot on a new connection, after the
+receiver's backoff (``SnapshotSession.retrying``): a chunk never mixes rows of two snapshots.
+
 Values are read with verify's exact expressions (``canonical.source_expression``) and turned
 into the values the applier writes (``canonical.source_converter``); the key columns are read a
 second time, as they are, to continue after them.
@@ -76,7 +79,9 @@ class ChunkReader:
             if not columns:
                 return None
             try:
-                chunk = self._read_once(table, columns, key, after, limit)
+                chunk = self.session.retrying(
+                    lambda: self._read_once(table, columns, key, after, limit)  # noqa: B023
+                )
             except SourceError as error:
                 if error.code == _NO_SUCH_TABLE:
                     return None

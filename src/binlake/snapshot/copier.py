@@ -41,6 +41,7 @@ from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.lake.changes import ChangeLog, column_array
 from binlake.lake.commit import POSITION, append_with_commit_properties, latest_binlake_summary
+from binlake.lake.commit_retry import with_retries
 from binlake.lake.frames import dataframe_from_arrow
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
@@ -186,9 +187,27 @@ class TableCopier:
         frame = dataframe_from_arrow(self.spark, arrow, spark_schema(table.schema))
         crash_point("snapshot_before_chunk")
         properties = {POSITION: str(position), SNAPSHOT: progress.to_json()}
-        append_with_commit_properties(frame, table.name, properties)
+        self._append(entry, table, frame, properties)
         crash_point("snapshot_after_chunk")
         return _State(progress, position)
+
+    def _append(
+        self,
+        entry: PlanEntry,
+        table: LakeTable,
+        frame: Any,
+        properties: dict[str, str],
+    ) -> None:
+        """One chunk's commit, tried again when another writer committed first, unless the
+        table's newest binlake snapshot shows it went through after all."""
+
+        def attempt(retries: int) -> None:
+            newest = latest_binlake_summary(self.spark, table.name) if retries else None
+            if newest is not None and newest.get(SNAPSHOT) == properties[SNAPSHOT]:
+                return
+            append_with_commit_properties(frame, table.name, with_retries(properties, retries))
+
+        self.lake.committing(entry.table, attempt)
 
     def _end_gone(self, entry: PlanEntry, state: _State) -> None:
         """The table was dropped on the source: streaming replays the DROP after P_1; a
@@ -205,7 +224,7 @@ class TableCopier:
             self.spark, table.schema.arrow_schema().empty_table(), spark_schema(table.schema)
         )
         properties = {POSITION: str(state.position), SNAPSHOT: progress.to_json()}
-        append_with_commit_properties(empty, table.name, properties)
+        self._append(entry, table, empty, properties)
 
 
 def _arrow(schema: LakeSchema, chunk: Chunk, changelog: bool, table: str) -> Any:

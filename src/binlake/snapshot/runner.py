@@ -13,10 +13,11 @@ A table leaves the plan only after its last chunk is committed (crash point
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping
 
 from binlake.config import Config
-from binlake.console import Console
+from binlake.console import Console, reconnect_notice
 from binlake.crashpoints import crash_point
 from binlake.errors import SnapshotError
 from binlake.lake.session import SparkSession
@@ -24,6 +25,7 @@ from binlake.lake.tables import Lake
 from binlake.position import SourcePosition
 from binlake.snapshot.chunks import ChunkReader
 from binlake.snapshot.copier import TableCopier, TableCopy
+from binlake.source.reconnect import ReconnectPolicy
 from binlake.source.settings import connection_settings
 from binlake.source.table_shape import read_collations
 from binlake.storage.snapshot_plan import SnapshotPlan, take_requests
@@ -31,8 +33,16 @@ from binlake.verify.source_session import SnapshotSession
 
 
 class SnapshotRunner:
-    def __init__(self, config: Config, spark: SparkSession, lake: Lake, console: Console) -> None:
+    def __init__(
+        self,
+        config: Config,
+        spark: SparkSession,
+        lake: Lake,
+        console: Console,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.config, self.spark, self.lake, self.console = config, spark, lake, console
+        self.stop = stop
         self.plan = SnapshotPlan(config.state.snapshot_plan_path)
         self.copies: list[TableCopy] = []
 
@@ -42,7 +52,7 @@ class SnapshotRunner:
         if not self.config.snapshot.initial:
             return []
         planned = self.plan.read()
-        with SnapshotSession(connection_settings(self.config.source)) as session:
+        with self._session() as session:
             tables = [
                 t
                 for t in session.base_tables()
@@ -51,6 +61,17 @@ class SnapshotRunner:
         if tables:
             self.plan.add(tables, "initial")
         return tables
+
+    def _session(self) -> SnapshotSession:
+        """A session on the source that reconnects with the receiver's backoff; a stop
+        requested while it waits ends the run (``SourceWaitAbandoned``)."""
+        source = self.config.source
+        return SnapshotSession(
+            connection_settings(source),
+            ReconnectPolicy.from_config(self.config.receiver),
+            notify=reconnect_notice(self.console, "snapshot", f"{source.host}:{source.port}"),
+            stop=self.stop,
+        )
 
     def take_requests(self) -> list[str]:
         folder = self.config.state.snapshot_requests_dir
@@ -66,8 +87,7 @@ class SnapshotRunner:
         entries = self.plan.read()
         if not entries:
             return []
-        settings = connection_settings(self.config.source)
-        with SnapshotSession(settings) as session:
+        with self._session() as session:
             reader = ChunkReader(session)
             copier = TableCopier(
                 self.spark,

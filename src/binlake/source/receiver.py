@@ -9,8 +9,11 @@ One run:
    (source/identity.py); refuse a different server unless ``--accept-new-source``;
 4. open the relay log writer (a new relay file, whose header carries the source context) and
    dump from the restart point: by GTID state or by file and offset (``[source] mode``);
-5. append every event verbatim (heartbeats are not stored); fsync only at transaction boundaries,
-   per ``[receiver] sync``; rotate the relay file with the source's ROTATE and by size;
+5. append every event verbatim (heartbeats are not stored), with the source facts the applier
+   needs beside the TABLE_MAP and ALTER events that need them (source/facts.py: UUID/INET column
+   hints, time zone conversions), so that applying the relay log needs no source; fsync only at
+   transaction boundaries, per ``[receiver] sync``; rotate the relay file with the source's
+   ROTATE and by size;
 6. on a lost connection (EOF, reset, heartbeat silence, unreachable): close the writer (a partial
    transaction leaves IN_USE set), wait (capped exponential backoff with jitter) and start again
    at step 2: recovery trims the partial transaction, and the restart point is the end of the
@@ -45,6 +48,7 @@ from binlake.relay.restart import EMPTY, RestartPoint, SourceTracker
 from binlake.relay.restart import derive_restart_point as derive
 from binlake.relay.writer import RelayLogWriter
 from binlake.source.client import DumpStart, ServerInfo, SourceConnection
+from binlake.source.facts import FactRecorder
 from binlake.source.feed import EventFeed
 from binlake.source.identity import (
     SourceIdentity,
@@ -55,6 +59,7 @@ from binlake.source.identity import (
 )
 from binlake.source.policy import Backoff, SyncSchedule
 from binlake.source.progress import Progress, behind_bytes
+from binlake.source.queries import SourceQueries
 from binlake.source.settings import connection_settings
 from binlake.storage.checkpoint import CheckpointRecord, scan_start
 from binlake.storage.index import LogIndex, index_temp_copies
@@ -120,6 +125,7 @@ class Receiver:
         self._binlog_files: tuple[tuple[str, int], ...] = ()
         self._reconnects = 0
         self._outcome: Outcome | None = None
+        self._facts = FactRecorder(SourceQueries(connection_settings(config.source)))
 
     @property
     def address(self) -> str:
@@ -134,7 +140,7 @@ class Receiver:
     def run(self) -> ReceiveResult:
         state_dir = self.config.state.dir
         lock = lock_state_folder(state_dir) if self.take_lock else contextlib.nullcontext()
-        with lock:
+        with lock, contextlib.closing(self._facts):
             # A damaged source.state is refused now, before recovery publishes the relay log:
             # an applier in the same process (replicate) would otherwise start and purge.
             self._state_file.read()
@@ -357,7 +363,12 @@ class Receiver:
                 if raw[4] == EventType.HEARTBEAT:
                     self._on_heartbeat(session, raw)
             else:
+                if raw[4] == EventType.QUERY:
+                    self._append_fact(writer, self._facts.before_query(raw, writer.format_context))
                 writer.append(raw, crc_checked=True)  # the client checked it on receipt
+                if raw[4] == EventType.TABLE_MAP:
+                    fact = self._facts.after_table_map(raw, writer.format_context)
+                    self._append_fact(writer, fact)
                 appended += 1
                 nbytes += len(raw)
                 group = writer.last_group
@@ -369,6 +380,12 @@ class Receiver:
             if self._stop.is_set() and not writer.in_transaction:
                 break
         self.progress.count(appended, nbytes, transactions)
+
+    @staticmethod
+    def _append_fact(writer: RelayLogWriter, fact: bytes | None) -> None:
+        """A source-facts event, inside the group of the event it belongs to."""
+        if fact is not None:
+            writer.append(fact)
 
     def _on_group(self, session: _Session, group: EventGroup) -> None:
         session.tracker.on_group(group)

@@ -8,27 +8,37 @@ after it). Rows are read with an unbuffered cursor, in batches, never all at onc
 runs in UTC so that TIMESTAMP columns read as UTC.
 
 InnoDB (and other MVCC engines) only: a MyISAM table is read as it is at read time.
+
+With a ``ReconnectPolicy`` the session comes back after a lost connection, with the receiver's
+backoff (``source.reconnect``): a statement outside a snapshot is run again on a new connection;
+inside one, the connection is dropped and the error raised, and the owner of the snapshot (a
+snapshot chunk, a verify attempt) runs its whole snapshot again through ``retrying``: nothing
+read in a lost snapshot is ever mixed with rows of another.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import pymysql
 import pymysql.cursors
 
+from binlake.errors import SourceConnectionLostError, SourceError
 from binlake.position import SourcePosition
 from binlake.source.client import set_query_timeouts
 from binlake.source.errmap import map_pymysql_error
+from binlake.source.reconnect import Notify, ReconnectPolicy, retrying
 from binlake.source.settings import ConnectionSettings, connect_args
 from binlake.verify.canonical import VerifyColumn, quote_sql, source_expression
 from binlake.verify.errors import SnapshotUnsupportedError
 
 FETCH_ROWS = 2000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,30 +57,84 @@ class SourceTable:
 
 
 class SnapshotSession:
-    """One connection holding one consistent snapshot at a time."""
+    """One connection holding one consistent snapshot at a time (see the module docstring for
+    ``policy``)."""
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        policy: ReconnectPolicy | None = None,
+        *,
+        notify: Notify | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.settings = settings
+        self.policy = policy
+        self.notify = notify
+        self.stop = stop
+        self._conn: Any = None
+        self._in_snapshot = False
+        self.version = ""
+        self.retrying(lambda: None)  # connects
+
+    def retrying(self, action: Callable[[], T]) -> T:
+        """``action()`` on a live connection; with a policy, after a lost connection the
+        connection is opened again and ``action`` runs again from its start (it must be whole:
+        a statement outside a snapshot, or a snapshot from ``begin`` to ``end``)."""
+
+        def attempt() -> T:
+            self._connect()
+            return action()
+
+        if self.policy is None:
+            return attempt()
+        return retrying(attempt, self.policy, reset=self._drop, notify=self.notify, stop=self.stop)
+
+    def _connect(self) -> None:
+        if self._conn is not None:
+            return
         try:
-            self._conn = pymysql.connect(**connect_args(settings))
+            conn = pymysql.connect(**connect_args(self.settings))
         except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
-            raise map_pymysql_error(exc, settings, during="connect") from exc
-        set_query_timeouts(self._conn)
+            raise map_pymysql_error(exc, self.settings, during="connect") from exc
+        set_query_timeouts(conn)
+        self._conn = conn
         ((version,),) = self._query("SELECT VERSION()")
         self.version = str(version)
         self._query("SET SESSION time_zone = '+00:00'")
         self._query("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
+    def _drop(self) -> None:
+        """Forget a connection that failed (a snapshot on it is gone with it)."""
+        conn, self._conn = self._conn, None
+        self._in_snapshot = False
+        if conn is not None:
+            with contextlib.suppress(pymysql.err.Error, OSError):
+                conn.close()
+
+    def _failed(self, exc: BaseException, during: str) -> SourceError:
+        error = map_pymysql_error(exc, self.settings, during=during)
+        if error.retryable:
+            self._drop()
+        return error
+
     def _query(self, sql: str, args: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        if self._conn is None:
+            raise SourceConnectionLostError(
+                f"the connection to {self.settings.address} was lost",
+                host=self.settings.host,
+                port=self.settings.port,
+            )
         try:
             with self._conn.cursor() as cursor:
                 cursor.execute(sql, args)
                 return [tuple(row) for row in cursor.fetchall()]
-        except pymysql.err.MySQLError as exc:
-            raise map_pymysql_error(exc, self.settings, during=" ".join(sql.split()[:3])) from exc
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise self._failed(exc, " ".join(sql.split()[:3])) from exc
 
     def begin(self) -> SourcePosition:
         """Open a consistent snapshot; returns the binlog position it is consistent with."""
+        self._connect()
         if "mariadb" not in self.version.lower():
             raise SnapshotUnsupportedError(
                 f"the source runs MySQL {self.version}: binlake verify needs MariaDB's "
@@ -79,6 +143,7 @@ class SnapshotSession:
                 port=self.settings.port,
             )
         self._query("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        self._in_snapshot = True
         rows = dict(self._query("SHOW SESSION STATUS LIKE 'binlog_snapshot_%'"))
         file, position = rows.get("Binlog_snapshot_file"), rows.get("Binlog_snapshot_position")
         if not file or position is None:
@@ -93,26 +158,40 @@ class SnapshotSession:
         return SourcePosition(str(file), int(position))
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """``sql``'s rows (a failure is the mapped ``SourceError``, with the server's code)."""
-        return self._query(sql, args)
+        """``sql``'s rows (a failure is the mapped ``SourceError``, with the server's code);
+        outside a snapshot, run again after a lost connection (with a policy)."""
+        if self._in_snapshot:
+            return self._query(sql, args)
+        return self.retrying(lambda: self._query(sql, args))
 
     def stream(self, sql: str, args: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
         """``sql``'s rows, fetched in batches from an unbuffered cursor."""
+        yield from self._unbuffered(sql, args, " ".join(sql.split()[:3]))
+
+    def _unbuffered(
+        self, sql: str, args: Sequence[Any] | None, during: str
+    ) -> Iterator[tuple[Any, ...]]:
+        if self._conn is None:
+            self._query("SELECT 1")  # raises: the connection was lost
         try:
             with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
                 cursor.execute(sql, args)
                 while batch := cursor.fetchmany(FETCH_ROWS):
                     yield from batch
-        except pymysql.err.MySQLError as exc:
-            raise map_pymysql_error(exc, self.settings, during=" ".join(sql.split()[:3])) from exc
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise self._failed(exc, during) from exc
 
     def end(self) -> None:
-        """Close the snapshot (ROLLBACK: it only read)."""
+        """Close the snapshot (ROLLBACK: it only read); nothing to do when the connection that
+        held it is gone."""
+        if self._conn is None:
+            return
+        self._in_snapshot = False
         self._query("ROLLBACK")
 
     def base_tables(self) -> list[str]:
         """Every base table as ``db.table``, sorted."""
-        rows = self._query(
+        rows = self.query(
             "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
             "WHERE TABLE_TYPE = 'BASE TABLE'"
         )
@@ -150,17 +229,10 @@ class SnapshotSession:
         database, _, name = table.partition(".")
         select = ", ".join(source_expression(c) for c in columns)
         sql = f"SELECT {select} FROM {quote_sql(database)}.{quote_sql(name)}"
-        try:
-            with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
-                cursor.execute(sql)
-                while batch := cursor.fetchmany(FETCH_ROWS):
-                    yield from batch
-        except pymysql.err.MySQLError as exc:
-            raise map_pymysql_error(exc, self.settings, during=f"SELECT FROM {table}") from exc
+        yield from self._unbuffered(sql, None, f"SELECT FROM {table}")
 
     def close(self) -> None:
-        with contextlib.suppress(pymysql.err.Error):
-            self._conn.close()
+        self._drop()
 
     def __enter__(self) -> Self:
         return self

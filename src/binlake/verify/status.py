@@ -26,22 +26,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from binlake.config import Config
 from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
+from binlake.lake.commit_retry import RETRIES
 from binlake.lake.iceberg_meta import LakeTable, lake_tables
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, before, earliest
 from binlake.relay.scan import RelayFollower, relay_files
 from binlake.source.client import SourceConnection
-from binlake.source.settings import connection_settings
+from binlake.source.reconnect import ReconnectPolicy, retrying
+from binlake.source.settings import ConnectionSettings, connection_settings
 from binlake.storage.checkpoint import CheckpointRecord
 
 JSON_VERSION = 1
+#: Attempts to reach the source before status reports it unreachable.
+STATUS_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,9 @@ class TableStatus:
     lag_seconds: float | None
     #: Why the applied position is unknown (None when it is known or nothing was applied).
     problem: str | None = None
+    #: Commits tried again because another writer committed first, over the binlake snapshots
+    #: the table keeps (each carries its own count, ``binlake.retries``).
+    commit_retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,25 +119,34 @@ def bytes_between(
 
 
 def source_status(config: Config) -> SourceStatus:
-    """The source's binlog end; an unreachable source (or any source error) is reported."""
+    """The source's binlog end; an unreachable source (or any source error) is reported. A
+    lost or refused connection is tried again with the receiver's backoff, at most
+    ``STATUS_ATTEMPTS`` times (fewer when ``reconnect_max_attempts`` says so)."""
     settings = connection_settings(config.source)
+    policy = ReconnectPolicy.from_config(config.receiver)
+    limit = policy.max_attempts or STATUS_ATTEMPTS
+    policy = replace(policy, max_attempts=min(limit, STATUS_ATTEMPTS))
     try:
-        with SourceConnection.open(settings) as conn:
-            files = conn.server.binlog_files
-            position = _master_position(conn)
-            if position is None and files:
-                position = SourcePosition(files[-1][0], files[-1][1])
-            return SourceStatus(
-                settings.address, True, position, files, conn.server.gtid_binlog_pos
-            )
+        return retrying(lambda: _source_status(settings), policy, reset=lambda: None)
     except SourceError as error:
         return SourceStatus(settings.address, False, error=error)
+
+
+def _source_status(settings: ConnectionSettings) -> SourceStatus:
+    with SourceConnection.open(settings) as conn:
+        files = conn.server.binlog_files
+        position = _master_position(conn)
+        if position is None and files:
+            position = SourcePosition(files[-1][0], files[-1][1])
+        return SourceStatus(settings.address, True, position, files, conn.server.gtid_binlog_pos)
 
 
 def _master_position(conn: SourceConnection) -> SourcePosition | None:
     try:
         rows = conn.query("SHOW MASTER STATUS")
-    except SourceError:
+    except SourceError as error:
+        if error.retryable:
+            raise  # the connection was lost: asked again on a new one
         return None  # no BINLOG MONITOR / REPLICATION CLIENT: fall back to the file sizes
     if not rows:
         return None
@@ -196,7 +212,17 @@ def table_status(
         lag_bytes=None if problem else lag_bytes,
         lag_seconds=lag_seconds,
         problem=problem,
+        commit_retries=commit_retries(table),
     )
+
+
+def commit_retries(table: LakeTable) -> int:
+    """The ``binlake.retries`` of the table's binlake snapshots, added up."""
+    total = 0
+    for snapshot in table.lineage:
+        text = snapshot.summary.get(RETRIES, "0")
+        total += int(text) if text.isdigit() else 0
+    return total
 
 
 def collect_status(
@@ -292,4 +318,5 @@ def _table_json(table: TableStatus) -> dict[str, Any]:
         "lag_bytes": table.lag_bytes,
         "lag_seconds": None if table.lag_seconds is None else round(table.lag_seconds, 3),
         "problem": table.problem,
+        "commit_retries": table.commit_retries,
     }

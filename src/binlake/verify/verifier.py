@@ -10,6 +10,10 @@ source position (docs/recovery.md, "Verify").
    (``compare``).
 4. Tables whose state at P no Iceberg snapshot holds (a batch stepped over P) are tried again
    with a new snapshot and a new P, at most ``attempts`` times.
+
+A connection to the source lost during an attempt is opened again with the receiver's backoff
+(``[receiver] reconnect_*``, for at most ``--timeout`` seconds of outage), and the attempt runs
+again in a new snapshot for the tables it had not finished (it does not count as an attempt).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ from binlake.lake.spark_types import lake_type_of
 from binlake.lake.target import LakeTarget, lake_target
 from binlake.position import SourcePosition, earliest
 from binlake.relay.scan import RelayFollower
+from binlake.source.reconnect import ReconnectPolicy
 from binlake.source.settings import ConnectionSettings, connection_settings
 from binlake.verify.canonical import (
     VerifyColumn,
@@ -118,7 +124,9 @@ class Verifier:
         lineage: Lineage,
         options: VerifyOptions,
         progress: Progress | None = None,
+        policy: ReconnectPolicy | None = None,
     ) -> None:
+        self.policy = policy
         self.spark = spark
         self.target = target
         self.settings = settings
@@ -130,7 +138,11 @@ class Verifier:
         self._missing: set[str] = set()
 
     def run(self) -> VerifyReport:
-        with SnapshotSession(self.settings) as session:
+        notify = None
+        if self.policy is not None:
+            address = self.settings.address
+            notify = _reconnect_notice(self.progress, address)
+        with SnapshotSession(self.settings, self.policy, notify=notify) as session:
             tables = self._tables(session)
             results = self._attempts(session, tables)
         return VerifyReport([results[t] for t in tables])
@@ -155,12 +167,9 @@ class Verifier:
         reasons: dict[str, str] = {}
         pending = list(tables)
         for attempt in range(1, self.options.attempts + 1):
-            position = session.begin()
-            try:
-                self.progress(f"attempt {attempt}: source snapshot at {position}")
-                self._attempt(session, pending, position, deadline, results, reasons)
-            finally:
-                session.end()
+            session.retrying(
+                partial(self._in_snapshot, session, attempt, pending, deadline, results, reasons)
+            )
             for name in pending:
                 if name in results:
                     results[name].attempts = attempt
@@ -176,6 +185,25 @@ class Verifier:
             )
             results[name] = self._error(name, error, self.options.attempts)
         return results
+
+    def _in_snapshot(
+        self,
+        session: SnapshotSession,
+        attempt: int,
+        pending: list[str],
+        deadline: float,
+        results: dict[str, TableResult],
+        reasons: dict[str, str],
+    ) -> None:
+        """One attempt in one source snapshot, for the tables it has not finished (run again
+        after a lost connection)."""
+        position = session.begin()
+        try:
+            self.progress(f"attempt {attempt}: source snapshot at {position}")
+            unfinished = [t for t in pending if t not in results]
+            self._attempt(session, unfinished, position, deadline, results, reasons)
+        finally:
+            session.end()
 
     def _attempt(
         self,
@@ -468,7 +496,10 @@ def verify_config(
         return spark_table_lineage(spark(), target, identifier)
 
     settings = connection_settings(config.source)
-    verifier = Verifier(spark, target, settings, config.state.relay_dir, lineage, options, progress)
+    policy = ReconnectPolicy.from_config(config.receiver, give_up_s=options.timeout_s)
+    verifier = Verifier(
+        spark, target, settings, config.state.relay_dir, lineage, options, progress, policy
+    )
     try:
         return verifier.run()
     finally:
@@ -476,3 +507,10 @@ def verify_config(
             reader.close()
         for session in started:
             stop_session(session)
+
+
+def _reconnect_notice(progress: Progress, address: str) -> Callable[[SourceError, float], None]:
+    def notify(error: SourceError, wait_s: float) -> None:
+        progress(f"{error.message}; reconnecting to {address} in {wait_s:.1f}s")
+
+    return notify

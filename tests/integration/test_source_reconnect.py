@@ -1,0 +1,179 @@
+"""Issue 11, part 0: no connection to the source stops binlake, and applying what the relay log
+holds needs no source at all. Real MariaDB behind a fault-injecting TCP proxy: the source's
+answers come back after resets and refused connections (column types, time conversions, a
+snapshot chunk cut mid-stream, status, verify), and `binlake replicate` applies a relay log
+with UUID/INET columns and a SYSTEM-zone ALTER while the source cannot be reached."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from binlake.config import load_config
+from binlake.lake.iceberg_meta import read_table
+from binlake.position import SourcePosition
+from binlake.snapshot.chunks import ChunkReader
+from binlake.source.hints import SourceHints
+from binlake.source.queries import SourceQueries
+from binlake.source.reconnect import ReconnectPolicy
+from binlake.source.settings import ConnectionSettings
+from binlake.verify.source_session import SnapshotSession
+from binlake.verify.status import source_status
+from binlake_dev.sandbox import MariaDBSandbox
+from lake_builder import master_position
+from replicate_testing import (
+    assert_verify_passes,
+    config_for,
+    describe,
+    lake_warehouse,
+    module_source,
+    replicate_command,
+    replicate_env,
+    run_binlake,
+)
+from tcp_proxy import TcpProxy
+
+source = module_source("reconnect-source")
+POLICY = ReconnectPolicy(0.05, 0.2)
+
+
+@pytest.fixture
+def proxy(source: MariaDBSandbox) -> Iterator[TcpProxy]:
+    with TcpProxy(target_port=source.port, lifetime_s=600) as proxy:
+        yield proxy
+
+
+def settings(proxy: TcpProxy) -> ConnectionSettings:
+    return ConnectionSettings("127.0.0.1", proxy.port, "root", b"", 4243, connect_timeout_s=5)
+
+
+def test_column_types_and_time_conversions_come_back_after_resets(
+    source: MariaDBSandbox, proxy: TcpProxy
+) -> None:
+    database = f"rc_{uuid.uuid4().hex[:8]}"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, u UUID, i INET4)")
+    retries: list[str] = []
+    hints = SourceHints(
+        SourceQueries(settings(proxy), POLICY, notify=lambda e, _w: retries.append(e.message))
+    )
+    try:
+        assert hints.for_table(database, "t") == {"u": "uuid", "i": "inet4"}
+        proxy.reset()  # the open connection dies; the next call finds out
+        proxy.reject_next(2)  # and the source refuses twice
+        assert hints.for_table(database, "t") == {"u": "uuid", "i": "inet4"}
+        proxy.reset()
+        local = hints.local_time("+02:00", 0, 5)
+        assert local == dt.datetime(1970, 1, 1, 2, 0, 0, 5)
+        assert len(retries) >= 3
+    finally:
+        hints.close()
+
+
+def test_a_snapshot_chunk_cut_mid_stream_is_read_again_in_a_new_snapshot(
+    source: MariaDBSandbox, proxy: TcpProxy
+) -> None:
+    database = f"rc_{uuid.uuid4().hex[:8]}"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v VARCHAR(100))")
+    values = ", ".join(f"({i}, '{'x' * 90}{i}')" for i in range(3000))
+    source.execute(f"INSERT INTO {database}.t VALUES {values}")
+    retries: list[float] = []
+    with SnapshotSession(
+        settings(proxy), POLICY, notify=lambda _e, wait: retries.append(wait)
+    ) as session:
+        reader = ChunkReader(session)
+        whole = reader.read(f"{database}.t", ("id",), None, None)
+        proxy.cut_after(50_000)  # the next read dies half-way through its rows
+        again = reader.read(f"{database}.t", ("id",), None, None)
+    assert whole is not None and again is not None
+    assert len(whole.rows) == 3000 and again.rows == whole.rows
+    assert retries, "the cut was never noticed"
+
+
+def test_status_tries_the_source_again_before_calling_it_unreachable(
+    source: MariaDBSandbox, proxy: TcpProxy, tmp_path: Path, spark: object
+) -> None:
+    config = load_config(config_for(tmp_path, source, spark, "nothing", port=proxy.port))
+    proxy.reject_next(2)
+    reached = source_status(config)
+    assert reached.reachable and reached.position is not None
+    proxy.reject_new = True
+    refused = source_status(config)
+    assert not refused.reachable and refused.error is not None
+    assert "gave up after 3 attempts" in refused.error.message
+
+
+def test_replicate_applies_the_relay_log_while_the_source_is_unreachable(
+    source: MariaDBSandbox, proxy: TcpProxy, tmp_path: Path, spark: object
+) -> None:
+    """The relay log holds the UUID/INET column hints and the SYSTEM zone's conversions
+    (source facts): tables are created and the ALTER's backfill made with no source."""
+    database = f"rc_{uuid.uuid4().hex[:8]}"
+    source.execute(f"CREATE DATABASE {database}")
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE devices (id INT PRIMARY KEY, u UUID, ip INET6, ip4 INET4, "
+            "b BINARY(16), note VARCHAR(20))"
+        )
+        cursor.execute(
+            "INSERT INTO devices VALUES (1, '123e4567-e89b-12d3-a456-426655440000', "
+            "'::ffff:1.2.3.4', '10.0.0.1', 'sixteen bytes!!!', 'one')"
+        )
+        cursor.execute("SET time_zone = 'SYSTEM'")
+        cursor.execute(
+            "ALTER TABLE devices ADD seen DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), "
+            "ADD fixed TIMESTAMP(3) NULL DEFAULT '2021-06-01 12:00:00.1235'"
+        )
+        cursor.execute(
+            "INSERT INTO devices (id, u, ip, ip4, b, note) VALUES "
+            "(2, 'ffffffff-0000-1111-2222-333333333333', '2001:db8::1', '192.168.1.1', "
+            "'another 16 bytes', 'two')"
+        )
+    end = master_position(source)
+    config = config_for(tmp_path, source, spark, database, port=proxy.port)
+    received = run_binlake("receive", config, "--until-caught-up")
+    assert received.returncode == 0, describe(received)
+    err_path = tmp_path / "replicate.err"
+    before = proxy.connections
+    with err_path.open("w") as err:
+        process = subprocess.Popen(
+            replicate_command(config), stdout=subprocess.DEVNULL, stderr=err, env=replicate_env()
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while proxy.connections == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proxy.reject_new = True  # from the receiver's first connection on: no source
+        proxy.drop()
+        applied = wait_for_position(lake_warehouse(spark), (database, "devices"), end, 240)
+        assert process.poll() is None, err_path.read_text()
+        assert applied, f"not applied without the source:\n{err_path.read_text()[-4000:]}"
+        assert "reconnecting" in err_path.read_text()  # the receiver did wait for the source
+    finally:
+        proxy.reject_new = False
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=120)
+    assert process.returncode == 0, err_path.read_text()[-4000:]
+    proxy.reject_next(2)  # verify reconnects too
+    assert assert_verify_passes(config, spark) == [f"{database}.devices"]
+
+
+def wait_for_position(
+    warehouse: Path, identifier: tuple[str, str], end: SourcePosition, timeout_s: float
+) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        table = read_table(warehouse, identifier)
+        latest = table.latest_binlake if table is not None else None
+        if latest is not None and latest.position == end:
+            return True
+        time.sleep(0.5)
+    return False
