@@ -20,6 +20,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from binlake.binlog.errors import BinlogFormatError
+from binlake.binlog.names import TableName
 from binlake.binlog.rows import ABSENT, RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
@@ -184,10 +185,15 @@ def properties(position: SourcePosition, batch: int = 1) -> dict[str, str]:
     }
 
 
+def as_table(table: str | TableName) -> TableName:
+    """A table given as ``db.table`` text (plain names) or as a pair."""
+    return table if isinstance(table, TableName) else TableName.parse(table)
+
+
 def create_lake_table(
-    spark: SparkSession, target: LakeTarget, table: str, schema: LakeSchema
+    spark: SparkSession, target: LakeTarget, table: str | TableName, schema: LakeSchema
 ) -> str:
-    name = target.lake_table(table)
+    name = target.lake_table(as_table(table))
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {name.rsplit('.', 1)[0]}")
     for statement in create_table_statements(name, schema):
         spark.sql(statement)

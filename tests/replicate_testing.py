@@ -19,6 +19,7 @@ from typing import TypedDict, Unpack
 import pytest
 
 from binlake.apply.replicate import ReplicateResult, Replicator
+from binlake.binlog.names import TableName
 from binlake.config import Config, load_config
 from binlake.console import Console
 from binlake.crashpoints import ENV_VAR
@@ -32,6 +33,7 @@ from binlake.position import parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_mariadb
+from lake_builder import as_table
 from lake_targets import TargetSetup
 
 REPLICATE_TIMEOUT_S = 240
@@ -322,25 +324,28 @@ def refresh(spark: object, config: Config) -> None:
         spark.sql(f"REFRESH TABLE {target.lake_table(table)}")  # type: ignore[attr-defined]
 
 
-def replicated_tables(spark: object, config: Config) -> list[str]:
-    """``db.table`` of every Iceberg table in the namespaces the config's databases map to."""
+def replicated_tables(spark: object, config: Config) -> list[TableName]:
+    """Every Iceberg table in the namespaces the config's databases (the include globs'
+    database parts, which the tests write without wildcards) map to."""
     target = lake_target(config)
     out = []
     for glob in config.tables.include:
-        database = glob.split(".", 1)[0]
-        namespace = target.namespace(database)
+        database = glob.database
+        namespace = target.namespace(database).replace("`", "``")
         rows = spark.sql(f"SHOW TABLES IN `{target.catalog}`.`{namespace}`").collect()  # type: ignore[attr-defined]
-        out += [f"{database}.{row['tableName']}" for row in rows]
+        out += [TableName(database, row["tableName"]) for row in rows]
     return sorted(set(out))
 
 
 def assert_verify_passes(
-    config_path: Path, spark: object, tables: Sequence[str] | None = None
+    config_path: Path, spark: object, tables: Sequence[str | TableName] | None = None
 ) -> list[str]:
-    """`binlake verify` for the config's tables (or ``tables``); returns the tables checked."""
+    """`binlake verify` for the config's tables (or ``tables``); returns the tables checked
+    (displayed: ``db.t``, or with backticks for names that need them)."""
     config = load_config(config_path)
     refresh(spark, config)
-    options = VerifyOptions(tables=tuple(tables) if tables else None, timeout_s=60.0)
+    names = tuple(as_table(t) for t in tables) if tables else None
+    options = VerifyOptions(tables=names, timeout_s=60.0)
     report = verify_config(config, options, spark_session=spark)  # type: ignore[arg-type]
     problems = [
         f"{r.table}: {r.status} source {r.source_rows} rows, lake {r.lake_rows}; "
@@ -349,10 +354,10 @@ def assert_verify_passes(
         if not r.ok
     ]
     assert not problems, "\n".join(problems)
-    return [r.table for r in report.results]
+    return [str(r.table) for r in report.results]
 
 
-def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[str, int]:
+def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[TableName, int]:
     """Every table's lineage: strictly increasing ``binlake.batch`` and ``binlake.position``
     from oldest to newest, no position twice. Returns the binlake snapshots per table."""
     config = load_config(config_path)
@@ -375,7 +380,9 @@ def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[str
     return counts
 
 
-def assert_copies_are_exactly_once(table: str, copies: Sequence[dict[str, str]]) -> None:
+def assert_copies_are_exactly_once(
+    table: str | TableName, copies: Sequence[dict[str, str]]
+) -> None:
     """Snapshot chunk commits, oldest first: per copy, row totals strictly increasing (no
     chunk twice), one done chunk at its end, one position for all its chunks."""
     by_id: dict[str, list[SnapshotProgress]] = {}

@@ -46,6 +46,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import ABSENT, ColumnSpec, Geometry, ZeroDate, column_spec
 from binlake.errors import SourceConfigError, UnsupportedTypeError
@@ -146,8 +147,8 @@ class LakeColumn:
 class LakeSchema:
     """The Iceberg schema of one source table, in source column order."""
 
-    #: The source table, ``db.table``.
-    source_table: str
+    #: The source table.
+    source_table: TableName
     columns: tuple[LakeColumn, ...]
     #: Names of the primary key columns in key order (Iceberg identifier fields); () if none.
     key: tuple[str, ...]
@@ -288,7 +289,7 @@ def _lake_schema(tm: TableMap, hints: tuple[tuple[int, str], ...]) -> LakeSchema
     by_column = dict(hints)
     columns = tuple(lake_column(tm, i, by_column.get(i)) for i in range(tm.column_count))
     key = tuple(columns[i].name for i in tm.primary_key or ())
-    return LakeSchema(tm.qualified_name, columns, key)
+    return LakeSchema(tm.name, columns, key)
 
 
 # ---- values -----------------------------------------------------------------------------------

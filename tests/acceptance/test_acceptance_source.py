@@ -87,7 +87,7 @@ def test_a_source_that_purged_the_needed_binlog_stops_replicate_with_position_lo
         VerifyOptions(timeout_s=2.0),
         spark_session=spark,  # type: ignore[arg-type]
     )
-    assert {r.table for r in report.results} == {
+    assert {str(r.table) for r in report.results} == {
         f"{database}.{t}" for t in ("orders", "order_lines", "audit")
     }
     for result in report.results:

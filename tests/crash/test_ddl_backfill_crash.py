@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.lake.table_actions import read_lake_schema
 from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
@@ -55,7 +56,10 @@ def test_replicate_killed_between_an_add_columns_schema_change_and_its_backfill_
     alter_at = first_alter if alter == 1 else second_alter
     assert lake_offset(warehouse, (database, "t")) < alter_at  # the crash window: ...
     spark.sql(f"REFRESH TABLE lake.{database}.t")  # type: ignore[attr-defined]
-    columns = {c.name for c in read_lake_schema(spark, f"lake.{database}.t", table).columns}  # type: ignore[arg-type]
+    columns = {
+        c.name
+        for c in read_lake_schema(spark, f"lake.{database}.t", TableName.parse(table)).columns
+    }  # type: ignore[arg-type]
     assert ("c" if alter == 1 else "d") in columns  # ... the schema has the column already
     again = run_replicate(config, "--until-caught-up")
     assert again.returncode == 0, describe(again)

@@ -19,6 +19,7 @@ from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import lake_target
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_builder import as_table
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -69,7 +70,7 @@ def prepare(tmp_path: Path, source: MariaDBSandbox, spark: object, database: str
 def chunk_ids(config_path: Path, spark: object, table: str) -> list[int]:
     """Snapshot ids of the table's chunk commits in its current lineage, oldest first."""
     config = load_config(config_path)
-    name = lake_target(config).lake_table(table)
+    name = lake_target(config).lake_table(as_table(table))
     try:
         refresh(spark, config)
         lineage = current_lineage(spark, name)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.errors import RowImageError, SourcePositionLostError, StatementFormatError
 from binlake.lake.table_actions import read_lake_schema
@@ -84,8 +85,8 @@ def test_ddl_is_applied_in_order_add_rename_widen_drop_truncate(
     assert_verify_passes(config_path, spark)
     assert_history_is_exactly_once(config_path, spark)
     lake = lake_target(load_config(config_path))
-    items = lake.lake_table(f"{database}.items")
-    schema = read_lake_schema(spark, items, f"{database}.items")  # type: ignore[arg-type]
+    items = lake.lake_table(TableName(database, "items"))
+    schema = read_lake_schema(spark, items, TableName(database, "items"))  # type: ignore[arg-type]
     assert sorted(c.name for c in schema.columns) == ["id", "price", "title"]
     rows = spark.sql(f"SELECT id, title FROM {items} ORDER BY id").collect()  # type: ignore[attr-defined]
     assert [(r["id"], r["title"]) for r in rows] == [
@@ -95,7 +96,7 @@ def test_ddl_is_applied_in_order_add_rename_widen_drop_truncate(
         (5, "e"),
         (6, "f"),
     ]
-    logbook = lake.lake_table(f"{database}.logbook")
+    logbook = lake.lake_table(TableName(database, "logbook"))
     assert [r["id"] for r in spark.sql(f"SELECT id FROM {logbook}").collect()] == [7]  # type: ignore[attr-defined]
 
 
@@ -142,8 +143,8 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
     assert history[f"{database}.a"] > 2
     rows = second.metrics.value(ROWS_APPLIED, {"table": f"{database}.b"})
     assert rows is not None and rows > 0
-    pairs = lake_target(load_config(config)).lake_table(f"{database}.pairs")
-    schema = read_lake_schema(spark, pairs, f"{database}.pairs")  # type: ignore[arg-type]
+    pairs = lake_target(load_config(config)).lake_table(TableName(database, "pairs"))
+    schema = read_lake_schema(spark, pairs, TableName(database, "pairs"))  # type: ignore[arg-type]
     assert schema.key == ("a", "b")  # merged on the configured key, not a change log
 
 

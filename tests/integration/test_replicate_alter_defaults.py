@@ -20,6 +20,7 @@ from binlake.errors import UnsupportedDefaultError
 from binlake.lake.commit import current_lineage
 from binlake.lake.target import lake_target
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_builder import as_table
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -65,14 +66,14 @@ def replicate_and_check(
 
 
 def lake_rows(spark: object, config: Path, table: str, columns: str) -> list[tuple[object, ...]]:
-    name = lake_target(load_config(config)).lake_table(table)
+    name = lake_target(load_config(config)).lake_table(as_table(table))
     query = f"SELECT {columns} FROM {name} ORDER BY id"
     return [tuple(row) for row in spark.sql(query).collect()]  # type: ignore[attr-defined]
 
 
 def positions(spark: object, config: Path, table: str) -> list[str]:
     """``binlake.position`` of the table's binlake snapshots, oldest first."""
-    name = lake_target(load_config(config)).lake_table(table)
+    name = lake_target(load_config(config)).lake_table(as_table(table))
     lineage = current_lineage(spark, name)  # type: ignore[arg-type]
     return [s.binlake["binlake.position"] for s in reversed(lineage) if s.binlake]
 

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.ddl.parse import DdlStatement, parse_ddl
 from binlake.lake.commit import latest_binlake_summary
@@ -31,6 +32,9 @@ from binlake.lake.table_actions import (
 
 UTF8MB4 = 45
 Spec = tuple[str, int, int, bool]  # name, type code, metadata, NOT NULL
+
+
+N = TableName.parse
 
 
 def table_map(table: str, *columns: Spec, key: tuple[str, ...] = ("id",)) -> TableMap:
@@ -72,7 +76,7 @@ def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
 
 
 def described(spark: SparkSession, table: str) -> list[tuple[str, str, str, bool]]:
-    schema = read_lake_schema(spark, table, "shop.t")
+    schema = read_lake_schema(spark, table, N("shop.t"))
     return [(c.name, c.iceberg_type, c.source_type, c.nullable) for c in schema.columns]
 
 
@@ -113,7 +117,7 @@ def test_planned_changes_evolve_the_table_keep_its_rows_and_replay_as_nothing(
         "ALTER TABLE orders CHANGE name title VARCHAR(100), MODIFY price DECIMAL(12,2), "
         "MODIFY flag INT NULL, ADD note TEXT NOT NULL",
     )
-    changes = plan_evolution(read_lake_schema(spark, table, "shop.orders"), evolved, statements)
+    changes = plan_evolution(read_lake_schema(spark, table, N("shop.orders")), evolved, statements)
     for change in changes:
         for statement in change.statements(table):
             spark.sql(statement)
@@ -125,14 +129,14 @@ def test_planned_changes_evolve_the_table_keep_its_rows_and_replay_as_nothing(
         ("flag", "int", "INT", True),
         ("note", "string", "TEXT", True),
     ]
-    assert read_lake_schema(spark, table, "shop.orders").key == ("id",)
+    assert read_lake_schema(spark, table, N("shop.orders")).key == ("id",)
     assert rows(spark, table) == [
         (1, "apple", Decimal("1.50"), 1, None),
         (2, "pear", Decimal("2.25"), 0, None),
     ]
     spark.sql(f"INSERT INTO {table} VALUES (3, 'fig', 9.99, NULL, 'new')")
     assert rows(spark, table)[-1] == (3, "fig", Decimal("9.99"), None, "new")
-    replayed = plan_evolution(read_lake_schema(spark, table, "shop.orders"), evolved, statements)
+    replayed = plan_evolution(read_lake_schema(spark, table, N("shop.orders")), evolved, statements)
     assert replayed == []
 
 
@@ -144,11 +148,11 @@ def test_primary_key_moves_to_a_required_column_and_the_old_key_column_is_droppe
     spark.sql(f"INSERT INTO {table} VALUES (1, 'a-1'), (2, 'b-2')")
     new = table_map("items", ("code", T.VARCHAR, 40, True), key=("code",))
     statements = ddl("ALTER TABLE items DROP PRIMARY KEY, DROP id, CHANGE sku code VARCHAR(10)")
-    current = read_lake_schema(spark, table, "shop.items")
+    current = read_lake_schema(spark, table, N("shop.items"))
     for change in plan_evolution(current, new, statements):
         for statement in change.statements(table):
             spark.sql(statement)
-    after = read_lake_schema(spark, table, "shop.items")
+    after = read_lake_schema(spark, table, N("shop.items"))
     assert (after.key, [c.name for c in after.columns]) == (("code",), ["code"])
     assert rows(spark, table) == [("a-1",), ("b-2",)]
     assert plan_evolution(after, new, statements) == []
@@ -157,7 +161,7 @@ def test_primary_key_moves_to_a_required_column_and_the_old_key_column_is_droppe
 def test_change_log_table_reads_back_with_its_columns(spark: SparkSession) -> None:
     keyless = table_map("events", ("a", T.LONG, 0, False), key=())
     table = create(spark, keyless, namespace())
-    schema = read_lake_schema(spark, table, "shop.events")
+    schema = read_lake_schema(spark, table, N("shop.events"))
     assert [(c.name, c.iceberg_type, c.nullable) for c in schema.columns] == [
         (c.name, c.iceberg_type, c.nullable) for c in changelog_schema(keyless).columns
     ]
@@ -173,10 +177,10 @@ def test_truncate_deletes_all_rows_in_a_positioned_commit(spark: SparkSession) -
     ns = namespace()
     table = create(spark, ORDERS, ns)
     spark.sql(f"INSERT INTO {table} VALUES (1, 'apple', 3, 1.50, 1)")
-    lake = {"shop.orders": table}.__getitem__
+    lake = {N("shop.orders"): table}.__getitem__
     run_table_action(
         spark,
-        DeleteAllRows("shop.orders"),
+        DeleteAllRows(N("shop.orders")),
         lake_table=lake,
         position="mariadb-bin.000002:700",
         commit_properties=position(700),
@@ -192,12 +196,12 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
     ns = namespace()
     table = create(spark, ORDERS, ns)
     spark.sql(f"INSERT INTO {table} VALUES (1, 'apple', 3, 1.50, 1)")
-    lake = {"shop.orders": table}.__getitem__
+    lake = {N("shop.orders"): table}.__getitem__
     drop_at = "mariadb-bin.000002:800"
     for _ in range(2):  # a replay after a crash finds it done
         run_table_action(
             spark,
-            KeepDroppedTable("shop.orders"),
+            KeepDroppedTable(N("shop.orders")),
             lake_table=lake,
             position=drop_at,
             commit_properties=position(800),
@@ -210,7 +214,7 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
     for _ in range(2):
         run_table_action(
             spark,
-            ClaimTableName("shop.orders"),
+            ClaimTableName(N("shop.orders")),
             lake_table=lake,
             position="mariadb-bin.000002:900",
             commit_properties=position(900),
@@ -219,12 +223,12 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
     assert aside.endswith("`orders__dropped_000002_800`")
     assert not table_exists(spark, table)
     assert rows(spark, aside) == [(1, "apple", 3, Decimal("1.50"), 1)]
-    assert read_lake_schema(spark, aside, "shop.orders").key == ("id",)
+    assert read_lake_schema(spark, aside, N("shop.orders")).key == ("id",)
 
     recreated = create(spark, ORDERS, ns)  # the new source table's first TABLE_MAP
     run_table_action(
         spark,
-        ClaimTableName("shop.orders"),
+        ClaimTableName(N("shop.orders")),
         lake_table=lake,
         position="mariadb-bin.000002:900",
         commit_properties=position(900),
@@ -239,24 +243,24 @@ def test_rename_moves_rows_key_and_position_and_drop_removes_the_table(
     table = create(spark, ORDERS, ns)
     spark.sql(f"INSERT INTO {table} VALUES (1, 'apple', 3, 1.50, 1)")
     target = table_name("lake", [ns], "orders_v2")
-    lake = {"shop.orders": table, "shop.orders_v2": target}.__getitem__
+    lake = {N("shop.orders"): table, N("shop.orders_v2"): target}.__getitem__
     for _ in range(2):  # replayed: the old table is gone, nothing more to do
         run_table_action(
             spark,
-            RenameLakeTable("shop.orders", "shop.orders_v2"),
+            RenameLakeTable(N("shop.orders"), N("shop.orders_v2")),
             lake_table=lake,
             position="mariadb-bin.000002:1000",
             commit_properties=position(1000),
         )
     assert not table_exists(spark, table)
     assert rows(spark, target) == [(1, "apple", 3, Decimal("1.50"), 1)]
-    assert read_lake_schema(spark, target, "shop.orders_v2").key == ("id",)
+    assert read_lake_schema(spark, target, N("shop.orders_v2")).key == ("id",)
     summary = latest_binlake_summary(spark, target)
     assert summary is not None and summary["binlake.position"] == "mariadb-bin.000002:1000"
 
     run_table_action(
         spark,
-        DropLakeTable("shop.orders_v2"),
+        DropLakeTable(N("shop.orders_v2")),
         lake_table=lake,
         position="mariadb-bin.000002:1100",
         commit_properties=position(1100),

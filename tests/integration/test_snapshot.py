@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.lake.commit import current_lineage
 from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import lake_target
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_builder import as_table
 from lake_targets import TargetSetup
 from replicate_testing import (
     assert_history_is_exactly_once,
@@ -128,7 +130,7 @@ def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
 
 def chunk_commits(config_path: Path, spark: object, table: str) -> list[dict[str, str]]:
     config = load_config(config_path)
-    name = lake_target(config).lake_table(table)
+    name = lake_target(config).lake_table(as_table(table))
     lineage = current_lineage(spark, name)  # type: ignore[arg-type]
     return [s.summary for s in reversed(lineage) if progress_of(s.summary) is not None]
 
@@ -159,7 +161,7 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
             return chunk_count(config_path, spark, f"{database}.t") > 0 and not plan.read()
 
         wait_for(first_copy_done, log_path)
-        name = lake_target(config).lake_table(f"{database}.t")
+        name = lake_target(config).lake_table(TableName(database, "t"))
         spark.sql(f"DELETE FROM {name} WHERE id <= 100")  # type: ignore[attr-defined]
         assert process.poll() is None, log_path.read_text()
         asked = run_binlake("snapshot", config_path, "--tables", f"{database}.t", timeout=120)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from binlake.apply.replicate import Replicator
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
 from binlake.lake.session import session_conf, spark_settings
@@ -182,7 +183,7 @@ def test_replicate_snapshot_verify_and_status_connect_with_a_non_ascii_ed25519_p
     source.execute(f"INSERT INTO {database}.t VALUES (2, 'streamed')")
     result = replicator.run()
     assert result.received is not None and result.received.transactions > 0
-    lake_table = lake_target(loaded).lake_table(f"{database}.t")
+    lake_table = lake_target(loaded).lake_table(TableName(database, "t"))
     rows = spark.sql(f"SELECT id FROM {lake_table} ORDER BY id").collect()  # type: ignore[attr-defined]
     assert [row["id"] for row in rows] == [1, 2]  # copied by the snapshot's reads
     verify = run_cli("verify", config, password=NON_ASCII)

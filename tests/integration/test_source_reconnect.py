@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.lake.iceberg_meta import read_table
 from binlake.position import SourcePosition
@@ -26,6 +27,7 @@ from binlake.source.reconnect import ReconnectPolicy
 from binlake.source.settings import ConnectionSettings
 from binlake.verify.source_session import SnapshotSession
 from binlake.verify.status import source_status
+from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import master_position
 from replicate_testing import (
@@ -90,9 +92,9 @@ def test_a_snapshot_chunk_cut_mid_stream_is_read_again_in_a_new_snapshot(
         settings(proxy), POLICY, notify=lambda _e, wait: retries.append(wait)
     ) as session:
         reader = ChunkReader(session)
-        whole = reader.read(f"{database}.t", ("id",), None, None)
+        whole = reader.read(TableName(database, "t"), ("id",), None, None)
         proxy.cut_after(50_000)  # the next read dies half-way through its rows
-        again = reader.read(f"{database}.t", ("id",), None, None)
+        again = reader.read(TableName(database, "t"), ("id",), None, None)
     assert whole is not None and again is not None
     assert len(whole.rows) == 3000 and again.rows == whole.rows
     assert retries, "the cut was never noticed"
@@ -151,19 +153,35 @@ def test_replicate_applies_the_relay_log_while_the_source_is_unreachable(
         deadline = time.monotonic() + 60
         while proxy.connections == before and time.monotonic() < deadline:
             time.sleep(0.02)
+        time.sleep(0.5)  # the proxy links the receiver's connection
         proxy.reject_new = True  # from the receiver's first connection on: no source
         proxy.drop()
         applied = wait_for_position(lake_warehouse(spark), (database, "devices"), end, 240)
         assert process.poll() is None, err_path.read_text()
         assert applied, f"not applied without the source:\n{err_path.read_text()[-4000:]}"
-        assert "reconnecting" in err_path.read_text()  # the receiver did wait for the source
+        said = err_path.read_text()
+        assert "connection lost" in said and "reconnecting" in said  # the receiver waits
     finally:
         proxy.reject_new = False
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
     assert process.returncode == 0, err_path.read_text()[-4000:]
-    proxy.reject_next(2)  # verify reconnects too
     assert assert_verify_passes(config, spark) == [f"{database}.devices"]
+    # verify's own connection, reset inside its consistent snapshot: the attempt runs again.
+    resets: list[str] = []
+
+    def progress(message: str) -> None:
+        if message.startswith("attempt") and not resets:
+            resets.append(message)
+            proxy.reset()
+            time.sleep(0.3)  # the proxy has closed the connection before the attempt goes on
+
+    connections = proxy.connections
+    report = verify_config(
+        load_config(config), VerifyOptions(timeout_s=60), progress, spark_session=spark
+    )
+    assert report.ok and resets, [(r.table, r.status, r.error) for r in report.results]
+    assert proxy.connections >= connections + 2  # the first, and the one after the reset
 
 
 def wait_for_position(

@@ -47,7 +47,7 @@ def batch(n: int) -> dict[str, str]:
 
 def create(spark: SparkSession, schema: LakeSchema) -> str:
     """A new table for ``schema`` in a namespace of its own; returns its name."""
-    name = table_name("lake", [f"t_{uuid.uuid4().hex[:10]}"], schema.source_table.split(".")[1])
+    name = table_name("lake", [f"t_{uuid.uuid4().hex[:10]}"], schema.source_table.table)
     for statement in create_table_statements(name, schema):
         spark.sql(statement)
     return name

@@ -104,7 +104,7 @@ def test_status_shows_positions_and_lag_for_two_tables_and_an_empty_one(lake: La
     assert report.relay.end == lake.end and report.relay.behind_source_bytes == 0
     assert report.relay.files >= 1 and report.relay.bytes > 0
     assert report.relay.checkpoint is None
-    tables = {t.source_table: t for t in report.tables}
+    tables = {str(t.source_table): t for t in report.tables}
     t1, t2, t3 = (tables[f"{lake.db}.{t}"] for t in ("t1", "t2", "t3"))
     assert t1.applied_position == lake.applied and t1.pending_transactions == 2
     assert t1.lag_bytes == lake.end.offset - lake.applied.offset
@@ -192,10 +192,12 @@ def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path:
     assert len(data["tables"]) == 3
     for table in data["tables"]:
         assert set(table) == {
-            "table", "source_table", "applied_position", "snapshot_id", "committed_at_ms",
-            "batch", "pending_transactions", "lag_bytes", "lag_seconds", "problem",
+            "table", "source_table", "source", "applied_position", "snapshot_id",
+            "committed_at_ms", "batch", "pending_transactions", "lag_bytes", "lag_seconds",
+            "problem", "commit_retries",
         }  # fmt: skip
     t1 = next(t for t in data["tables"] if t["source_table"] == f"{lake.db}.t1")
+    assert t1["source"] == {"database": lake.db, "table": "t1"} and t1["commit_retries"] == 0
     assert t1["applied_position"] == str(lake.applied) and t1["pending_transactions"] == 2
 
 
@@ -241,6 +243,6 @@ def test_status_through_spark_for_a_catalog_it_cannot_read_as_files(
     )
 
     def facts(tables: tuple[TableStatus, ...]) -> dict[str | None, TableStatus]:
-        return {t.source_table: replace(t, lag_seconds=None) for t in tables}  # time moves
+        return {str(t.source_table): replace(t, lag_seconds=None) for t in tables}  # time moves
 
     assert facts(report.tables) == facts(files.tables)

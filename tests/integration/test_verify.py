@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from binlake.binlog.names import TableName
 from binlake.cli.verify_cmd import verdict
 from binlake.config import Config, load_config
 from binlake.lake.target import LakeTarget
@@ -93,7 +94,7 @@ class World:
         assert run.returncode == 0, describe(run)
 
     def verify(self, *tables: str, timeout: float = 10.0, progress: Any = None) -> VerifyReport:
-        names = tuple(f"{self.db}.{t}" for t in tables) or None
+        names = tuple(TableName(self.db, t) for t in tables) or None
         return verify_config(
             self.config,
             VerifyOptions(tables=names, timeout_s=timeout, poll_s=0.1),
@@ -155,7 +156,7 @@ def typed_world(world: World, typed: str) -> World:
 def test_verify_passes_for_every_mapped_type(world: World, typed: str) -> None:
     report = typed_world(world, typed).verify(*TYPE_TABLES)
     assert report.ok, [(r.table, r.status, r.schema_problems, r.error) for r in report.results]
-    rows = {r.table.split(".")[1]: r.source_rows for r in report.results}
+    rows = {r.table.table: r.source_rows for r in report.results}
     assert rows == {"ints": 3, "numbers": 3, "times": 4, "old_times": 3, "strings": 3, "geo": 2}
     assert all(r.source_checksum == r.lake_checksum for r in report.results)
     assert verdict(report) == 0
@@ -192,12 +193,12 @@ def test_verify_detects_a_one_unit_change_in_any_type(world: World, typed: str) 
         write_rows(world.spark, lake_name, schema, [tuple(r) for r in rows], position)
     report = world.verify(*TYPE_TABLES)
     found = {
-        r.table.split(".")[1]: {json.loads(k)[0] for k in r.differences.changed}
+        r.table.table: {json.loads(k)[0] for k in r.differences.changed}
         for r in report.results
         if r.status == "different"
     }
     assert found == changed
-    assert [r.status for r in report.results if r.table.endswith(".old_times")] == ["ok"]
+    assert [r.status for r in report.results if r.table.table == "old_times"] == ["ok"]
     assert verdict(report) == 1
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from apply_testing import RelayLog, relay_group, shop_map
 from binlake.apply.plan import BatchBuilder, Bounds, UnitKind, classify, statement_target
+from binlake.binlog.names import TableName
 from binlake.binlog.transactions import EventGroup, GroupKind
 from binlake.ddl.statements import AlterTable, TruncateTable
 from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError, exit_code_for
@@ -16,12 +17,15 @@ ORDERS = shop_map("orders")
 ITEMS = shop_map("items", table_id=71)
 
 
-def everything(_table: str) -> bool:
+N = TableName.parse
+
+
+def everything(_table: TableName) -> bool:
     return True
 
 
-def only_orders(table: str) -> bool:
-    return table == "shop.orders"
+def only_orders(table: TableName) -> bool:
+    return table == N("shop.orders")
 
 
 def insert(table_map: object, n: int = 1) -> tuple[object, str, list[tuple[None, tuple[int, str]]]]:
@@ -34,7 +38,7 @@ def test_a_row_transaction_is_a_rows_unit_with_its_table_maps() -> None:
     (group,) = log.transactions()
     unit = classify(group, everything)
     assert unit.kind is UnitKind.ROWS
-    assert unit.tables == {"shop.orders", "shop.items"}
+    assert unit.tables == {N("shop.orders"), N("shop.items")}
     assert [r.table_map.table for r in unit.rows] == ["orders", "items"]
     assert unit.is_transaction
 
@@ -63,7 +67,7 @@ def test_ddl_on_a_replicated_table_is_a_ddl_unit() -> None:
     log.statement("TRUNCATE TABLE items")
     alter, truncate = (classify(g, only_orders) for g in log.transactions())
     assert alter.kind is UnitKind.DDL and isinstance(alter.ddl, AlterTable)
-    assert alter.tables == {"shop.orders"}
+    assert alter.tables == {N("shop.orders")}
     assert truncate.kind is UnitKind.NONE  # items is not replicated
     assert isinstance(classify(log.transactions()[1], everything).ddl, TruncateTable)
 
@@ -120,9 +124,12 @@ def test_a_statement_whose_table_cannot_be_told_is_refused() -> None:
 
 
 def test_statement_targets_are_read_from_common_shapes() -> None:
-    assert statement_target("shop", "INSERT IGNORE INTO `a b`.`t``1` VALUES (1)") == "a b.t`1"
-    assert statement_target("shop", "replace low_priority t2 (a) values (1)") == "shop.t2"
-    assert statement_target("shop", "DELETE FROM x.y WHERE id = 1") == "x.y"
+    target = statement_target("shop", "INSERT IGNORE INTO `a b`.`t``1` VALUES (1)")
+    assert target == TableName("a b", "t`1")
+    assert statement_target("shop", "replace low_priority t2 (a) values (1)") == N("shop.t2")
+    assert statement_target("shop", "DELETE FROM x.y WHERE id = 1") == N("x.y")
+    dotted = statement_target("shop", "UPDATE `we.ird db`.`tâble x` SET a = 1")
+    assert dotted == TableName("we.ird db", "tâble x")
     assert statement_target("shop", "DELETE a FROM a JOIN b") is None
 
 

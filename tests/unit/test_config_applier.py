@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableGlob, TableName
 from binlake.config import Config, OnDrop, load_config
 from binlake.errors import ConfigError, exit_code_for
 
@@ -31,7 +32,7 @@ def test_the_applier_sections_are_optional_with_documented_defaults(tmp_path: Pa
     assert config.target.warehouse == tmp_path / "warehouse"
     assert config.target.catalog == "lake"
     assert config.target.namespace("shop") == "shop"
-    assert config.tables.include == ("*.*",) and config.tables.exclude == ()
+    assert config.tables.include == (TableGlob("*", "*"),) and config.tables.exclude == ()
     assert config.tables.on_drop is OnDrop.KEEP and config.tables.key_columns == {}
     assert config.spark.master == "local[2]" and config.spark.conf == {}
     assert config.applier.max_transactions == 10_000
@@ -69,10 +70,10 @@ metrics_port = 9404
     assert config.target.catalog == "ice"
     assert config.target.namespace("shop") == "lake_shop"
     assert config.target.namespace("crm") == "crm"
-    assert config.tables.include == ("shop.*", "crm.customer")
-    assert config.tables.exclude == ("shop.tmp_*",)
+    assert config.tables.include == (TableGlob("shop", "*"), TableGlob("crm", "customer"))
+    assert config.tables.exclude == (TableGlob("shop", "tmp_*"),)
     assert config.tables.on_drop is OnDrop.DROP
-    assert config.tables.key_columns == {"shop.audit": ("id", "at")}
+    assert config.tables.key_columns == {TableName("shop", "audit"): ("id", "at")}
     assert config.spark.master == "local[1]"
     assert config.spark.conf == {
         "spark.driver.memory": "2g",
@@ -92,7 +93,7 @@ def test_lists_and_tables_from_the_environment_are_toml_values(tmp_path: Path) -
         BINLAKE_SPARK_CONF='{ "spark.driver.memory" = "1g" }',
         BINLAKE_APPLIER_MAX_SECONDS="0.25",
     )
-    assert config.tables.include == ("shop.*",)
+    assert config.tables.include == (TableGlob("shop", "*"),)
     assert config.target.namespace("shop") == "s"
     assert config.spark.conf == {"spark.driver.memory": "1g"}
     assert config.applier.max_seconds == 0.25

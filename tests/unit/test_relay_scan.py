@@ -10,6 +10,7 @@ import pytest
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.events import MariaGtidEvent, XidEvent
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.errors import LogCorruptionError
 from binlake.position import SourcePosition, parse_position
@@ -17,6 +18,8 @@ from binlake.relay.scan import RelayFollower, relay_files
 from binlog_builder import LogBuilder
 from binlog_fixtures import table_map
 from source_stream import Source, file_name, receive_into
+
+N = TableName.parse
 
 
 def named_map(name: str) -> TableMap:
@@ -53,11 +56,11 @@ def test_positions_and_tables_across_source_and_relay_rotations(tmp_path: Path) 
     follower = RelayFollower(tmp_path)
     follower.refresh()
     assert [t.end for t in follower.transactions] == ends
-    assert follower.transactions[1].tables == {"shop.a", "shop.b"}
+    assert follower.transactions[1].tables == {N("shop.a"), N("shop.b")}
     assert follower.end == SourcePosition(*source.end())
     assert follower.end_timestamp == 1_700_000_000
-    assert follower.transactions[0].touches("shop.a")
-    assert not follower.transactions[0].touches("shop.b")
+    assert follower.transactions[0].touches(N("shop.a"))
+    assert not follower.transactions[0].touches(N("shop.b"))
 
 
 def test_each_relay_file_knows_the_source_position_it_starts_at(tmp_path: Path) -> None:
@@ -117,7 +120,7 @@ def test_an_open_transaction_or_torn_tail_in_the_newest_file_ends_what_is_known(
     with relay.open("ab") as f:
         f.write(event[10:])
     follower.refresh()
-    assert [t.tables for t in follower.transactions][-1] == {"shop.b"}
+    assert [t.tables for t in follower.transactions][-1] == {N("shop.b")}
     assert follower.end == SourcePosition(*source.end())
     writer.close()
 
@@ -155,10 +158,10 @@ def test_a_ddl_statement_touches_the_tables_it_names_and_a_dropped_database_all_
     follower = RelayFollower(tmp_path)
     follower.refresh()
     alter, drop, create, create_select = follower.transactions[1:]
-    assert alter.touches("shop.orders") and not alter.touches("shop.orders2")
-    assert drop.touches("shop.items") and not drop.touches("other.items")
-    assert not create.touches("shop.items"), "a plain CREATE TABLE changes no rows"
-    assert create_select.touches("shop.items2")
+    assert alter.touches(N("shop.orders")) and not alter.touches(N("shop.orders2"))
+    assert drop.touches(N("shop.items")) and not drop.touches(N("other.items"))
+    assert not create.touches(N("shop.items")), "a plain CREATE TABLE changes no rows"
+    assert create_select.touches(N("shop.items2"))
 
 
 def test_touching_is_unknown_until_the_relay_log_reaches_the_target(tmp_path: Path) -> None:
@@ -168,11 +171,11 @@ def test_touching_is_unknown_until_the_relay_log_reaches_the_target(tmp_path: Pa
     receive_into(tmp_path, source.dump_events())
     follower = RelayFollower(tmp_path)
     follower.refresh()
-    assert follower.touching("shop.a", first, second) is False
-    assert follower.touching("shop.b", first, second) is True
+    assert follower.touching(N("shop.a"), first, second) is False
+    assert follower.touching(N("shop.b"), first, second) is True
     later = SourcePosition(second.file, second.offset + 100)
-    assert follower.touching("shop.a", first, later) is None
-    assert follower.touching("shop.a", None, second, clean_before_coverage=True) is True
+    assert follower.touching(N("shop.a"), first, later) is None
+    assert follower.touching(N("shop.a"), None, second, clean_before_coverage=True) is True
 
 
 def test_positions_parse_from_snapshot_summaries() -> None:

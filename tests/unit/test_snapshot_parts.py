@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import real_type_and_length
 from binlake.binlog.values import column_spec
-from binlake.cli.snapshot_cmd import parse_tables
+from binlake.cli.tables_option import parse_tables_option
 from binlake.errors import SnapshotPlanError, UnsupportedTypeError, UsageError
 from binlake.lake.snapshot_progress import (
     SNAPSHOT,
@@ -29,6 +30,7 @@ from binlake.typemap import IcebergType
 from binlake.verify.canonical import VerifyColumn
 
 pytestmark = pytest.mark.unit
+N = TableName.parse
 
 
 def test_key_values_survive_the_summary_round_trip_exactly() -> None:
@@ -60,7 +62,7 @@ def test_a_composite_key_chunk_continues_after_the_last_key_in_key_order() -> No
         VerifyColumn("a", IcebergType.INT, 0, "int"),
         VerifyColumn("b", IcebergType.STRING, 0, "varchar"),
     ]
-    sql, args = chunk_query("db.t", readers, ("a", "b"), (3, "k"), 500)
+    sql, args = chunk_query(N("db.t"), readers, ("a", "b"), (3, "k"), 500)
     assert sql == (
         "SELECT `a`, `b`, `a`, `b` FROM `db`.`t` WHERE (`a` > %s) OR (`a` = %s AND `b` > %s) "
         "ORDER BY `a`, `b` LIMIT 500"
@@ -70,13 +72,13 @@ def test_a_composite_key_chunk_continues_after_the_last_key_in_key_order() -> No
 
 def test_a_table_without_key_is_read_whole_in_one_chunk() -> None:
     readers = [VerifyColumn("at", IcebergType.TIMESTAMP, 0, "datetime")]
-    sql, args = chunk_query("db.t", readers, (), None, None)
+    sql, args = chunk_query(N("db.t"), readers, (), None, None)
     assert sql == "SELECT CAST(`at` AS CHAR) FROM `db`.`t`" and args == []
 
 
 def test_the_first_chunk_has_no_lower_bound() -> None:
     readers = [VerifyColumn("id", IcebergType.LONG, 0, "bigint")]
-    sql, _ = chunk_query("db.t", readers, ("id",), None, 10)
+    sql, _ = chunk_query(N("db.t"), readers, ("id",), None, 10)
     assert "WHERE" not in sql and sql.endswith("ORDER BY `id` LIMIT 10")
 
 
@@ -108,22 +110,22 @@ def test_a_type_without_mapping_is_refused_naming_table_and_column() -> None:
 
 def test_the_plan_keeps_a_table_until_its_own_snapshot_is_done(tmp_path: Path) -> None:
     plan = SnapshotPlan(tmp_path / "snapshot.plan")
-    first = plan.add(["db.a", "db.b"], "initial")["db.a"]
-    again = plan.add(["db.a"], "requested")["db.a"]
+    first = plan.add([N("db.a"), N("db.b")], "initial")[N("db.a")]
+    again = plan.add([N("db.a")], "requested")[N("db.a")]
     assert again.id != first.id
     plan.done(first)  # an older copy finishing does not drop the newer request
-    assert plan.read()["db.a"] == again
+    assert plan.read()[N("db.a")] == again
     plan.done(again)
-    assert sorted(plan.read()) == ["db.b"]
+    assert sorted(plan.read()) == [N("db.b")]
 
 
 def test_requests_move_into_the_plan_and_are_removed(tmp_path: Path) -> None:
     plan = SnapshotPlan(tmp_path / "snapshot.plan")
     folder = tmp_path / "requests"
-    write_request(folder, ["db.x", "db.y"])
-    write_request(folder, ["db.x"])
-    assert take_requests(folder, plan) == ["db.x", "db.y", "db.x"]
-    assert sorted(plan.read()) == ["db.x", "db.y"]
+    write_request(folder, [N("db.x"), N("db.y")])
+    write_request(folder, [N("db.x")])
+    assert take_requests(folder, plan) == [N("db.x"), N("db.y"), N("db.x")]
+    assert sorted(plan.read()) == [N("db.x"), N("db.y")]
     assert list(folder.iterdir()) == []
     assert take_requests(folder, plan) == []
 
@@ -137,7 +139,39 @@ def test_a_damaged_plan_is_a_typed_error_naming_the_file(tmp_path: Path) -> None
 
 
 def test_snapshot_tables_must_be_named_db_dot_table() -> None:
-    assert parse_tables(" shop.a ,shop.b,shop.a") == ["shop.a", "shop.b"]
-    for bad in ("", "orders", "shop.", "a.b.c"):
-        with pytest.raises(UsageError, match=r"--tables wants db\.table"):
-            parse_tables(bad)
+    assert parse_tables_option(" shop.a ,shop.b,shop.a") == [N("shop.a"), N("shop.b")]
+    for bad in ("", "orders", "shop.", "a.b.c", "`we.ird db.t", "a.`b`c"):
+        with pytest.raises(UsageError, match=r"--tables") as caught:
+            parse_tables_option(bad)
+        assert "backticks" in caught.value.hint
+
+
+def test_awkward_names_are_pairs_in_the_plan_and_the_requests(tmp_path: Path) -> None:
+    names = [
+        TableName("we.ird db", "tâble x"),
+        TableName("db", "a`b"),
+        TableName("Shop", "Orders"),
+        TableName("shop", "orders"),
+        TableName("s p", "t,1"),
+    ]
+    text = ",".join(str(n) for n in names)
+    assert parse_tables_option(text) == names
+    plan = SnapshotPlan(tmp_path / "snapshot.plan")
+    plan.add(names, "initial")
+    assert sorted(SnapshotPlan(plan.path).read()) == sorted(names)
+    folder = tmp_path / "requests"
+    write_request(folder, names)
+    assert sorted(take_requests(folder, plan)) == sorted(names)
+
+
+def test_a_version_1_plan_and_request_are_read_at_their_first_dot(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.plan"
+    path.write_text(
+        json.dumps({"version": 1, "tables": {"db.t.x": {"id": "7", "reason": "initial"}}})
+    )
+    (entry,) = SnapshotPlan(path).read().values()
+    assert entry.table == TableName("db", "t.x") and entry.id == "7"
+    folder = tmp_path / "requests"
+    folder.mkdir()
+    (folder / "1.request").write_text(json.dumps({"version": 1, "tables": ["shop.orders"]}))
+    assert take_requests(folder, SnapshotPlan(path)) == [TableName("shop", "orders")]

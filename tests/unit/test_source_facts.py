@@ -15,6 +15,7 @@ from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.constants import EventFlag, EventType
 from binlake.binlog.errors import InvalidEventError
 from binlake.binlog.events import MariaGtidEvent, UnknownEvent, XidEvent
+from binlake.binlog.names import TableName
 from binlake.binlog.rows import make_rows_event
 from binlake.binlog.source_facts import (
     FACTS_MAGIC,
@@ -207,4 +208,4 @@ def test_a_ddl_unit_with_a_zone_fact_is_still_a_ddl_unit() -> None:
     log.add(query("ALTER TABLE orders ADD c DATETIME DEFAULT CURRENT_TIMESTAMP"))
     groups = list(iter_groups(EventStream(log.bytes()), TransactionGrouper()))
     unit = classify(relay_group(groups[-1], "relay-bin.000001", 0), lambda _table: True)
-    assert unit.kind is UnitKind.DDL and unit.tables == {"shop.orders"}
+    assert unit.kind is UnitKind.DDL and unit.tables == {TableName("shop", "orders")}

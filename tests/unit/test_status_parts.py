@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from binlake.binlog.names import TableGlob, TableName
 from binlake.config import load_config
 from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable, find_tables, read_table
 from binlake.lake.target import LakeTarget, lake_target
@@ -97,19 +98,22 @@ def test_tables_are_found_at_any_namespace_depth_and_empty_ones_have_no_position
     assert find_tables(tmp_path / "missing") == []
 
 
+N, G = TableName.parse, TableGlob.parse
+
+
 def test_namespace_map_and_table_globs() -> None:
     target = LakeTarget(
         warehouse=Path("/w"),
         namespace_map={"shop": "retail"},
-        include=("shop.*", "crm.customers"),
-        exclude=("shop.tmp_*",),
+        include=(G("shop.*"), G("crm.customers")),
+        exclude=(G("shop.tmp_*"),),
     )
-    assert target.lake_table("shop.orders") == "`lake`.`retail`.`orders`"
-    assert target.source_table(("retail", "orders")) == "shop.orders"
+    assert target.lake_table(N("shop.orders")) == "`lake`.`retail`.`orders`"
+    assert target.source_table(("retail", "orders")) == N("shop.orders")
     assert target.source_table(("shop", "orders")) is None, "shop maps elsewhere"
-    assert target.selected("shop.orders") and target.selected("crm.customers")
-    assert not target.selected("shop.tmp_1") and not target.selected("crm.leads")
-    assert not LakeTarget(warehouse=Path("/w")).selected("mysql.user")
+    assert target.selected(N("shop.orders")) and target.selected(N("crm.customers"))
+    assert not target.selected(N("shop.tmp_1")) and not target.selected(N("crm.leads"))
+    assert not LakeTarget(warehouse=Path("/w")).selected(N("mysql.user"))
 
 
 def test_a_table_whose_binlake_snapshots_were_all_expired_has_an_unknown_position() -> None:
@@ -132,9 +136,27 @@ def test_the_target_comes_from_the_config_sections(tmp_path: Path) -> None:
     )
     target = lake_target(load_config(config_file, environ={}))
     assert target.warehouse == tmp_path / "lake" and target.catalog == "cat"
-    assert target.lake_table("shop.orders") == "`cat`.`retail`.`orders`"
-    assert target.key_columns == {"shop.log": ("id",)} and not target.embedded
-    assert target.selected("shop.orders") and not target.selected("crm.orders")
+    assert target.lake_table(N("shop.orders")) == "`cat`.`retail`.`orders`"
+    assert target.key_columns == {N("shop.log"): ("id",)} and not target.embedded
+    assert target.selected(N("shop.orders")) and not target.selected(N("crm.orders"))
     default = tmp_path / "default.toml"
     default.write_text('[source]\nhost = "db"\nuser = "u"\nserver_id = 7\n[state]\ndir = "s"\n')
     assert lake_target(load_config(default, environ={})).warehouse == tmp_path / "warehouse"
+
+
+def test_awkward_names_map_to_namespaces_and_match_globs_as_pairs() -> None:
+    target = LakeTarget(
+        warehouse=Path("/w"),
+        namespace_map={"we.ird db": "weird"},
+        include=(G("`we.ird db`.*"), G("Shop.Orders")),
+        exclude=(G("`we.ird db`.`tmp *`"),),
+    )
+    weird = TableName("we.ird db", "tâble x")
+    assert target.identifier(weird) == ("weird", "tâble x")
+    assert target.lake_table(weird) == "`lake`.`weird`.`tâble x`"
+    assert target.source_table(("weird", "tâble x")) == weird
+    assert target.selected(weird) and not target.selected(TableName("we.ird db", "tmp 1"))
+    assert not target.selected(TableName("we", "ird db.tâble x"))  # joined alike, not the same
+    assert target.selected(TableName("Shop", "Orders"))
+    assert not target.selected(TableName("shop", "orders"))  # names differ only by case
+    assert LakeTarget(warehouse=Path("/w")).identifier(weird) == ("we.ird db", "tâble x")

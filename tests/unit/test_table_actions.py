@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.ddl.parse import DdlStatement, parse_ddl
 from binlake.lake.table_actions import (
     ClaimTableName,
@@ -19,6 +20,8 @@ from binlake.lake.table_actions import (
     table_actions,
 )
 
+N = TableName.parse
+
 
 def statement(query: str) -> DdlStatement:
     parsed = parse_ddl("shop", query)
@@ -27,26 +30,26 @@ def statement(query: str) -> DdlStatement:
 
 
 def actions(
-    query: str, on_drop: OnDrop = "keep", replicated: frozenset[str] | None = None
+    query: str, on_drop: OnDrop = "keep", replicated: frozenset[TableName] | None = None
 ) -> list[TableAction]:
     if replicated is None:
         return table_actions(statement(query), on_drop)
     return table_actions(statement(query), on_drop, replicated=replicated.__contains__)
 
 
-SHOP = frozenset({"shop.a", "shop.b", "shop.orders"})
+SHOP = frozenset({N("shop.a"), N("shop.b"), N("shop.orders")})
 
 
 def test_truncate_deletes_all_rows_of_a_replicated_table_only() -> None:
-    assert actions("TRUNCATE TABLE orders") == [DeleteAllRows("shop.orders")]
+    assert actions("TRUNCATE TABLE orders") == [DeleteAllRows(N("shop.orders"))]
     assert actions("TRUNCATE other.t", replicated=SHOP) == []
 
 
 @pytest.mark.parametrize(
     ("on_drop", "expected"),
     [
-        ("keep", [KeepDroppedTable("shop.a"), KeepDroppedTable("shop.b")]),
-        ("drop", [DropLakeTable("shop.a"), DropLakeTable("shop.b")]),
+        ("keep", [KeepDroppedTable(N("shop.a")), KeepDroppedTable(N("shop.b"))]),
+        ("drop", [DropLakeTable(N("shop.a")), DropLakeTable(N("shop.b"))]),
     ],
 )
 def test_drop_table_follows_on_drop_for_each_replicated_table(
@@ -57,50 +60,80 @@ def test_drop_table_follows_on_drop_for_each_replicated_table(
 
 
 def test_drop_database_drops_the_known_tables_of_that_database() -> None:
-    known = {"shop.a", "shop.b", "shopping.x"}
+    known = {N("shop.a"), N("shop.b"), N("shopping.x")}
     dropped = table_actions(statement("DROP DATABASE shop"), "drop", known_tables=known)
-    assert dropped == [DropLakeTable("shop.a"), DropLakeTable("shop.b")]
+    assert dropped == [DropLakeTable(N("shop.a")), DropLakeTable(N("shop.b"))]
+
+
+def test_drop_database_takes_the_pairs_of_that_database_only_whatever_their_names() -> None:
+    weird = TableName("we.ird db", "tâble x")
+    known = {
+        weird,
+        TableName("we.ird db", "t`2"),
+        TableName("we", "ird db.x"),  # "we.ird db.x" joined, but another database
+        TableName("we.ird db2", "x"),
+        TableName("WE.IRD DB", "x"),  # differs only by case: another database
+    }
+    dropped = table_actions(statement("DROP DATABASE `we.ird db`"), "drop", known_tables=known)
+    assert dropped == [DropLakeTable(TableName("we.ird db", "t`2")), DropLakeTable(weird)]
+
+
+def test_statements_on_awkward_names_act_on_their_pairs() -> None:
+    weird = TableName("we.ird db", "tâble x")
+    replicated = frozenset({weird, TableName("we.ird db", "Tâble X")})
+    truncate = table_actions(
+        statement("TRUNCATE TABLE `we.ird db`.`tâble x`"),
+        "keep",
+        replicated=replicated.__contains__,
+    )
+    assert truncate == [DeleteAllRows(weird)]
+    rename = table_actions(
+        statement("RENAME TABLE `we.ird db`.`tâble x` TO `we.ird db`.`Tâble X`"),
+        "keep",
+        replicated=replicated.__contains__,
+    )
+    assert rename == [RenameLakeTable(weird, TableName("we.ird db", "Tâble X"))]
 
 
 def test_create_table_claims_the_name_and_create_or_replace_drops_first() -> None:
-    assert actions("CREATE TABLE orders (id INT PRIMARY KEY)") == [ClaimTableName("shop.orders")]
+    assert actions("CREATE TABLE orders (id INT PRIMARY KEY)") == [ClaimTableName(N("shop.orders"))]
     assert actions("CREATE OR REPLACE TABLE orders (id INT)", "drop") == [
-        DropLakeTable("shop.orders"),
-        ClaimTableName("shop.orders"),
+        DropLakeTable(N("shop.orders")),
+        ClaimTableName(N("shop.orders")),
     ]
     assert actions("CREATE TABLE other.t (id INT)", replicated=SHOP) == []
 
 
 def test_rename_between_replicated_tables_renames_the_lake_table() -> None:
     assert actions("RENAME TABLE a TO orders", replicated=SHOP) == [
-        RenameLakeTable("shop.a", "shop.orders")
+        RenameLakeTable(N("shop.a"), N("shop.orders"))
     ]
     assert actions("ALTER TABLE a RENAME TO orders", replicated=SHOP) == [
-        RenameLakeTable("shop.a", "shop.orders")
+        RenameLakeTable(N("shop.a"), N("shop.orders"))
     ]
 
 
 def test_rename_out_of_the_replicated_set_is_a_drop_per_on_drop() -> None:
     assert actions("RENAME TABLE a TO archive.a", "keep", replicated=SHOP) == [
-        KeepDroppedTable("shop.a")
+        KeepDroppedTable(N("shop.a"))
     ]
     assert actions("RENAME TABLE a TO archive.a", "drop", replicated=SHOP) == [
-        DropLakeTable("shop.a")
+        DropLakeTable(N("shop.a"))
     ]
 
 
 def test_rename_into_the_replicated_set_is_a_create_that_needs_a_snapshot() -> None:
     assert actions("RENAME TABLE staging.a TO a", replicated=SHOP) == [
-        ClaimTableName("shop.a", needs_snapshot=True)
+        ClaimTableName(N("shop.a"), needs_snapshot=True)
     ]
 
 
 def test_swap_through_a_temporary_name_renames_in_order() -> None:
-    with_tmp = SHOP | {"shop.tmp"}
+    with_tmp = SHOP | {N("shop.tmp")}
     assert actions("RENAME TABLE a TO tmp, b TO a, tmp TO b", replicated=with_tmp) == [
-        RenameLakeTable("shop.a", "shop.tmp"),
-        RenameLakeTable("shop.b", "shop.a"),
-        RenameLakeTable("shop.tmp", "shop.b"),
+        RenameLakeTable(N("shop.a"), N("shop.tmp")),
+        RenameLakeTable(N("shop.b"), N("shop.a")),
+        RenameLakeTable(N("shop.tmp"), N("shop.b")),
     ]
 
 

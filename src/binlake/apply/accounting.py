@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from binlake.apply.plan import Batch
+from binlake.binlog.names import TableName
 from binlake.storage.checkpoint import CheckpointTracker
 
 
@@ -32,17 +33,17 @@ class DdlHolds:
 
     def __init__(self, on_released: Callable[[str, int], None]) -> None:
         self.on_released = on_released
-        self._files: dict[str, Counter[str]] = {}
+        self._files: dict[TableName, Counter[str]] = {}
 
-    def hold(self, table: str, file: str) -> None:
+    def hold(self, table: TableName, file: str) -> None:
         self._files.setdefault(table, Counter())[file] += 1
 
-    def move(self, old: str, new: str) -> None:
+    def move(self, old: TableName, new: TableName) -> None:
         files = self._files.pop(old, None)
         if files is not None:
             self._files.setdefault(new, Counter()).update(files)
 
-    def release(self, table: str) -> None:
+    def release(self, table: TableName) -> None:
         for file, count in (self._files.pop(table, None) or Counter()).items():
             self.on_released(file, count)
 
@@ -64,7 +65,7 @@ class RelayAccounting:
         if is_transaction:
             self.tracker.on_transaction_appended(relay_file)
 
-    def on_batch_done(self, batch: Batch, held_by: str | None = None) -> None:
+    def on_batch_done(self, batch: Batch, held_by: TableName | None = None) -> None:
         """Every table ``batch`` touches has it; ``held_by``: a table whose pending DDL keeps
         the batch's (DDL) transaction counted."""
         counts = batch.transactions_per_file()

@@ -37,6 +37,7 @@ from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
 from binlake.apply.catalog_retry import CatalogRetry, retryable
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
+from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import MB, Console, reconnect_notice
 from binlake.crashpoints import crash_point
@@ -78,7 +79,7 @@ class ApplyResult:
     transactions: int = 0
     row_changes: int = 0
     #: Commits per table.
-    commits: Counter[str] | None = None
+    commits: Counter[TableName] | None = None
     #: Zero dates written as null, per ``db.table.column``.
     zero_dates: Counter[str] | None = None
     #: Relay files purged.
@@ -141,7 +142,7 @@ class Applier:
         self._status_rows = 0
         #: (table, applied position): the relay log was empty at start, so the first source
         #: position it gets must not be past what that table (the furthest behind) holds.
-        self._gap_check: tuple[str, SourcePosition] | None = None
+        self._gap_check: tuple[TableName, SourcePosition] | None = None
         self._snapshots = SnapshotRunner(config, spark, self.lake, console, self._stop)
         self._requests_checked = 0.0
         self._catalog_retry = CatalogRetry(
@@ -359,11 +360,11 @@ class Applier:
             f"(retry {retry} of {limit})",
         )
 
-    def _release_holds(self, table: str) -> None:
+    def _release_holds(self, table: TableName) -> None:
         if self._session is not None:
             self._session.accounting.holds.release(table)
 
-    def _account(self, batch: Batch, committed: Counter[str]) -> None:
+    def _account(self, batch: Batch, committed: Counter[TableName]) -> None:
         out = self.result
         out.batches += 1
         out.transactions += batch.transactions
@@ -373,7 +374,7 @@ class Applier:
         out.commits.update(dict.fromkeys(committed, 1))
         self.metrics.inc_counter(TRANSACTIONS_APPLIED, None, batch.transactions)
         for table, count in committed.items():
-            self.metrics.inc_counter(ROWS_APPLIED, {"table": table}, count)
+            self.metrics.inc_counter(ROWS_APPLIED, {"table": str(table)}, count)
         self._applied_relay = batch.last.relay
         self._last_timestamp = batch.last.group.events[-1].header.timestamp
 

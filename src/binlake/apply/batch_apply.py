@@ -35,6 +35,7 @@ from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
 from binlake.binlog.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
+from binlake.binlog.names import TableName
 from binlake.binlog.rows import decode_rows
 from binlake.binlog.source_facts import SourceFactsEvent, ZoneTimes
 from binlake.config import OnDrop
@@ -69,9 +70,9 @@ _UTF8_READABLE = frozenset({"utf8mb4", "utf8mb3", "ascii"})
 @dataclass
 class BatchResult:
     #: Tables committed, with the row changes each took in.
-    committed: Counter[str] = field(default_factory=Counter)
+    committed: Counter[TableName] = field(default_factory=Counter)
     #: The table whose pending DDL keeps this (DDL) batch's transaction counted.
-    held: str | None = None
+    held: TableName | None = None
     messages: list[str] = field(default_factory=list)
 
 
@@ -92,7 +93,7 @@ class BatchApplier:
         self,
         lake: Lake,
         *,
-        selected: Callable[[str], bool],
+        selected: Callable[[TableName], bool],
         on_drop: OnDrop,
         holds: DdlHolds,
         zero_dates: ZeroDateCounts,
@@ -127,7 +128,7 @@ class BatchApplier:
     def _table_rows(
         self,
         batch: Batch,
-        source: str,
+        source: TableName,
         properties: dict[str, str],
         commits: list[int],
         retries: int,
@@ -141,7 +142,7 @@ class BatchApplier:
             if unit.kind is not UnitKind.ROWS or not is_new_for(unit.position, table.applied):
                 continue
             for rows in unit.rows:
-                if rows.table_map.qualified_name != source:
+                if rows.table_map.name != source:
                     continue
                 if changes is None:
                     self.lake.prepare(table, rows.table_map, rows.recorded_hints)
@@ -183,9 +184,9 @@ class BatchApplier:
         assert statement is not None
         position = unit.position
         result = BatchResult()
-        if isinstance(statement, AlterTable) and self.selected(statement.table.qualified):
+        if isinstance(statement, AlterTable) and self.selected(statement.table):
             self.lake.committing(
-                statement.table.qualified,
+                statement.table,
                 lambda retries: self._alter(
                     statement, unit, with_retries(properties, retries), result
                 ),
@@ -207,7 +208,7 @@ class BatchApplier:
     ) -> None:
         """Evolve the table and commit at the ALTER's position (``Lake.alter``), or leave the
         ALTER pending on it, its transaction held in the checkpoint until the schema has it."""
-        source = statement.table.qualified
+        source = statement.table
         table = self.lake.table(source)
         position = unit.position
         if table.schema is None or not is_new_for(position, table.applied):
@@ -358,10 +359,10 @@ def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementCont
     return context, reread if isinstance(reread, AlterTable) else statement
 
 
-def _touched(batch: Batch) -> Iterator[str]:
+def _touched(batch: Batch) -> Iterator[TableName]:
     """The replicated tables ``batch``'s rows change, in the order they first appear."""
-    seen: dict[str, None] = {}
+    seen: dict[TableName, None] = {}
     for unit in batch.units:
         for rows in unit.rows:
-            seen.setdefault(rows.table_map.qualified_name, None)
+            seen.setdefault(rows.table_map.name, None)
     return iter(seen)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from binlake.binlog.events import QueryEvent
+from binlake.binlog.names import TableName
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent
 from binlake.binlog.tablemap import TableMap
@@ -43,7 +44,7 @@ from binlake.lake.schema import shape
 from binlake.position import SourcePosition
 from binlake.relay.reader import RelayGroup
 
-Selected = Callable[[str], bool]
+Selected = Callable[[TableName], bool]
 
 #: QUERY keywords that change rows: in a ROW-format binlog they never carry data.
 DML_KEYWORDS = frozenset({"INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD"})
@@ -88,8 +89,8 @@ class Unit:
     kind: UnitKind
     rows: tuple[TableRows, ...] = ()
     ddl: DdlStatement | None = None
-    #: Replicated tables (``db.table``) it touches.
-    tables: frozenset[str] = frozenset()
+    #: Replicated tables it touches.
+    tables: frozenset[TableName] = frozenset()
 
     @property
     def position(self) -> SourcePosition:
@@ -113,7 +114,7 @@ class Unit:
 
 
 def classify(group: RelayGroup, selected: Selected) -> Unit:
-    """The ``Unit`` of one relay-log group; ``selected`` says whether ``db.table`` is
+    """The ``Unit`` of one relay-log group; ``selected`` says whether a table is
     replicated."""
     kind = group.group.kind
     if kind in (GroupKind.CONTROL, GroupKind.ROLLBACK):
@@ -121,14 +122,15 @@ def classify(group: RelayGroup, selected: Selected) -> Unit:
     if kind is GroupKind.STATEMENT and _is_query_statement(group):
         return _statement(group, selected)
     rows = _rows(group, selected)
-    tables = frozenset(r.table_map.qualified_name for r in rows)
+    tables = frozenset(r.table_map.name for r in rows)
     if kind is GroupKind.XA_PREPARE and tables:
+        names = ", ".join(str(t) for t in sorted(tables))
         raise ApplyError(
-            f"an XA transaction changes {', '.join(sorted(tables))}; binlake does not apply XA "
+            f"an XA transaction changes {names}; binlake does not apply XA "
             "transactions (their commit is a separate event)",
             file=group.relay_file,
             offset=group.group.start_offset,
-            table=min(tables),
+            table=str(min(tables)),
         )
     return Unit(group, UnitKind.ROWS if rows else UnitKind.NONE, rows, tables=tables)
 
@@ -158,7 +160,7 @@ def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
                     hint="the relay log is not a row-based binlog binlake can apply; check "
                     "binlog_format=ROW on the source",
                 )
-            if selected(table_map.qualified_name):
+            if selected(table_map.name):
                 hints = recorded.get((table_map.schema, table_map.table))
                 out.append(TableRows(table_map, payload, event.offset, hints))
         elif isinstance(payload, QueryEvent) and payload.keyword in DML_KEYWORDS:
@@ -176,21 +178,21 @@ def _statement(group: RelayGroup, selected: Selected) -> Unit:
     ddl = parse_ddl(payload.database, payload.text, replicated=selected)
     if ddl is None:
         return Unit(group, UnitKind.NONE)
-    tables = frozenset(t.qualified for t in ddl.tables if selected(t.qualified))
+    tables = frozenset(t for t in ddl.tables if selected(t))
     if not tables and not isinstance(ddl, DropDatabase):
         return Unit(group, UnitKind.NONE)
     return Unit(group, UnitKind.DDL, ddl=ddl, tables=tables)
 
 
-def statement_target(database: str, query: str) -> str | None:
-    """``db.table`` a single-table INSERT/REPLACE/UPDATE/DELETE writes; None when it cannot
-    be told (multi-table statements, unusual syntax)."""
+def statement_target(database: str, query: str) -> TableName | None:
+    """The table a single-table INSERT/REPLACE/UPDATE/DELETE writes; None when it cannot be
+    told (multi-table statements, unusual syntax)."""
     match = _TARGET.match(query)
     if match is None:
         return None
     name = match.group("a") or match.group("b") or match.group("c")
     parts = [q.replace("``", "`") if q else p for q, p in _PART.findall(name)]
-    return ".".join(parts) if len(parts) == 2 else f"{database}.{parts[0]}"
+    return TableName(parts[0], parts[1]) if len(parts) == 2 else TableName(database, parts[0])
 
 
 def _refuse_statement(
@@ -205,7 +207,7 @@ def _refuse_statement(
         f"({shown!r}) at source position {group.position}",
         file=group.relay_file,
         offset=offset,
-        table=target,
+        table=None if target is None else str(target),
     )
 
 
@@ -227,7 +229,7 @@ class Batch:
     started: float
     bytes: int = 0
     #: Per table, the shape (TABLE_MAP without its table id) its rows have in this batch.
-    shapes: dict[str, TableMap] = field(default_factory=dict)
+    shapes: dict[TableName, TableMap] = field(default_factory=dict)
 
     @property
     def is_ddl(self) -> bool:
@@ -272,7 +274,7 @@ class BatchBuilder:
             done += self.flush()
             done.append(Batch([unit], now, unit.group.size))
             return done
-        shapes = {r.table_map.qualified_name: shape(r.table_map) for r in unit.rows}
+        shapes = {r.table_map.name: shape(r.table_map) for r in unit.rows}
         batch = self._open
         if batch is not None and any(
             batch.shapes.get(table, s) != s for table, s in shapes.items()

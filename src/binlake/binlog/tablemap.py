@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from binlake.binlog.constants import ColumnType, EventType
 from binlake.binlog.errors import InvalidEventError, UnsupportedTypeError
 from binlake.binlog.format import Flavor, FormatContext
+from binlake.binlog.names import TableName
 
 EVENT_NAME = "Table_map"
 _T = TypeVar("_T")
@@ -143,8 +144,14 @@ class TableMap:
         return self._hash
 
     @property
+    def name(self) -> TableName:
+        """The table's (database, table) pair."""
+        return TableName(self.schema, self.table)
+
+    @property
     def qualified_name(self) -> str:
-        return f"{self.schema}.{self.table}"
+        """``db.table`` for display (``TableName.display``: parts quoted when needed)."""
+        return self.name.display
 
     @property
     def column_count(self) -> int:

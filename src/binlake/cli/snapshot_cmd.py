@@ -10,8 +10,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from binlake.cli.tables_option import parse_tables_option
 from binlake.config import load_config
-from binlake.errors import UsageError
 
 
 def register(commands: Any) -> None:
@@ -32,19 +32,8 @@ def register(commands: Any) -> None:
     snapshot.set_defaults(handler=run_snapshot)
 
 
-def parse_tables(text: str) -> list[str]:
-    tables = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [t for t in tables if t.count(".") != 1 or t.startswith(".") or t.endswith(".")]
-    if not tables or bad:
-        raise UsageError(
-            f"--tables wants db.table names separated by commas, not {text!r}",
-            hint="for example: --tables shop.orders,shop.customers",
-        )
-    return list(dict.fromkeys(tables))
-
-
 def run_snapshot(args: argparse.Namespace) -> int:
-    tables = parse_tables(args.tables)
+    tables = parse_tables_option(args.tables)
     config = load_config(args.config)
     from binlake.console import Console
     from binlake.snapshot.command import snapshot_tables
@@ -57,7 +46,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
     if outcome.requested is not None:
         print(
             f"handed to the running replicator ({outcome.holder}): it copies "
-            f"{', '.join(tables)} between two batches; request {outcome.requested.name}"
+            f"{', '.join(map(str, tables))} between two batches; request {outcome.requested.name}"
         )
         return 0
     for copy in outcome.copies:

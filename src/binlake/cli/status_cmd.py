@@ -149,7 +149,7 @@ def _row(table: TableStatus) -> tuple[str, ...]:
     seconds = "-" if table.lag_seconds is None else f"{table.lag_seconds:.1f}"
     committed = None if table.committed_at_ms is None else table.committed_at_ms / 1000
     return (
-        table.source_table or table.lake_table,
+        str(table.source_table) if table.source_table is not None else table.lake_table,
         applied,
         "-" if table.pending_transactions is None else str(table.pending_transactions),
         "-" if table.lag_bytes is None else str(table.lag_bytes),

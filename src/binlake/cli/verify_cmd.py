@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from binlake.binlog.names import TableName
+from binlake.cli.tables_option import parse_tables_option
 from binlake.config import load_config
 from binlake.errors import UsageError, exit_code_for
 
@@ -58,20 +60,8 @@ def register(commands: Any) -> None:
     verify.set_defaults(handler=run_verify)
 
 
-def parse_tables(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    for name in names:
-        database, dot, table = name.partition(".")
-        if not dot or not database or not table:
-            raise UsageError(
-                f"--tables: {name!r} is not db.table",
-                hint="name tables as db.table, comma-separated: --tables shop.orders,shop.items",
-            )
-    if not names:
-        raise UsageError("--tables names no table", hint="--tables db.t1,db.t2")
-    return names
+def parse_tables(text: str | None) -> tuple[TableName, ...] | None:
+    return None if text is None else tuple(parse_tables_option(text))
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -174,7 +164,9 @@ def _keys(keys: list[str], keyless: bool) -> list[Any]:
 def result_json(result: TableResult) -> dict[str, Any]:
     d = result.differences
     return {
-        "table": result.table,
+        "table": str(result.table),
+        "source_database": result.table.database,
+        "source_table": result.table.table,
         "lake_table": result.lake_table,
         "status": result.status,
         "position": None if result.position is None else str(result.position),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from binlake.binlog.names import TableGlob, TableName
 from binlake.config.values import (
     Key,
     bool_value,
@@ -67,13 +68,13 @@ class TargetConfig:
 class TablesConfig:
     """``[tables]``: which source tables are replicated, and how."""
 
-    #: Globs over ``db.table`` (fnmatch, case-sensitive); a table must match one.
-    include: tuple[str, ...] = ("*.*",)
-    #: Globs over ``db.table``; a table matching one is not replicated.
-    exclude: tuple[str, ...] = ()
+    #: Globs over (database, table) (fnmatch, case-sensitive); a table must match one.
+    include: tuple[TableGlob, ...] = (TableGlob("*", "*"),)
+    #: Globs over (database, table); a table matching one is not replicated.
+    exclude: tuple[TableGlob, ...] = ()
     on_drop: OnDrop = OnDrop.KEEP
-    #: ``db.table`` -> the columns used as its key when it has no primary key.
-    key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A table -> the columns used as its key when it has no primary key.
+    key_columns: Mapping[TableName, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,13 @@ TARGET_KEYS: tuple[Key, ...] = (
 )
 
 TABLES_KEYS: tuple[Key, ...] = (
-    Key("include", "list", globs_value, ("*.*",), "globs over db.table; a table must match one"),
+    Key(
+        "include",
+        "list",
+        globs_value,
+        (TableGlob("*", "*"),),
+        "globs over db.table (a part with a dot in backticks); a table must match one",
+    ),
     Key(
         "exclude", "list", globs_value, (), "globs over db.table; a table matching one is left out"
     ),

@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from binlake.binlog.names import TableGlob, TableName
 from binlake.errors import ConfigError
 
 ENV_PREFIX = "BINLAKE_"
@@ -166,8 +167,9 @@ def jars_value(value: object, name: str, base: Path) -> tuple[str, ...]:
     )
 
 
-def globs_value(value: object, name: str, _base: Path) -> tuple[str, ...]:
+def globs_value(value: object, name: str, _base: Path) -> tuple[TableGlob, ...]:
     globs = _text_list(value, name, '["shop.*", "crm.customer"]')
+    out = []
     for glob in globs:
         if "." not in glob:
             raise ConfigError(
@@ -175,7 +177,16 @@ def globs_value(value: object, name: str, _base: Path) -> tuple[str, ...]:
                 field=name,
                 hint=f"patterns match `database.table`: write {glob + '.*'!r} for a whole database",
             )
-    return globs
+        try:
+            out.append(TableGlob.parse(glob))
+        except ValueError as error:
+            raise ConfigError(
+                f"{where(name)}: {error}",
+                field=name,
+                hint="a glob is database.table; a part holding a dot or a space goes in "
+                'backticks: "`we.ird db`.*"',
+            ) from None
+    return tuple(out)
 
 
 def _table(value: object, name: str, example: str) -> dict[str, object]:
@@ -201,17 +212,20 @@ def namespace_map_value(value: object, name: str, _base: Path) -> dict[str, str]
     return out
 
 
-def key_columns_value(value: object, name: str, _base: Path) -> dict[str, tuple[str, ...]]:
+def key_columns_value(value: object, name: str, _base: Path) -> dict[TableName, tuple[str, ...]]:
     example = '{ "shop.audit" = ["id", "at"] }'
     out = {}
     for table, columns in _table(value, name, example).items():
-        if table.count(".") != 1 or "" in table.split("."):
+        try:
+            parsed = TableName.parse(table)
+        except ValueError:
             raise ConfigError(
                 f"{where(name)}: {table!r} is not a db.table name",
                 field=name,
-                hint=f"e.g. {example}",
-            )
-        out[table] = _text_list(columns, name, example, allow_empty=False)
+                hint=f"e.g. {example}; a part holding a dot goes in backticks: "
+                '"`we.ird db`.t" = ["id"]',
+            ) from None
+        out[parsed] = _text_list(columns, name, example, allow_empty=False)
     return out
 
 

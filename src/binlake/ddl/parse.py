@@ -180,7 +180,7 @@ class _Parser:
 
 
 def parse_ddl(
-    database: str, query: str, *, replicated: Callable[[str], bool] | None = None
+    database: str, query: str, *, replicated: Callable[[TableName], bool] | None = None
 ) -> DdlStatement | None:
     """The DDL that matters to the lake in one QUERY event, or None for anything else (DML,
     GRANT, CREATE USER, CREATE INDEX, temporary tables...).
@@ -188,7 +188,7 @@ def parse_ddl(
     ``database`` is the event's default database (for unqualified names). A table statement
     (ALTER, DROP, RENAME, TRUNCATE TABLE) that binlake cannot follow raises
     ``UnsupportedDdlError`` naming the table, unless ``replicated`` is given and says the table
-    (``db.table``) is not replicated: then None.
+    is not replicated: then None.
     """
     if not _DDL_WORD.search(query):
         return None  # BEGIN, COMMIT, XA ...: the common case, without tokenizing
@@ -199,11 +199,11 @@ def parse_ddl(
     known, table = _table_of(query, database)
     if not known:
         return None
-    if table is not None and replicated is not None and not replicated(table.qualified):
+    if table is not None and replicated is not None and not replicated(table):
         return None
     raise UnsupportedDdlError(
         f"binlake cannot follow this statement: {problem}",
-        table=table.qualified if table is not None else None,
+        table=str(table) if table is not None else None,
         statement=query,
     )
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from binlake.binlog.names import TableName
+
 __all__ = [
     "AddColumnClause",
     "AlterClause",
@@ -24,22 +26,6 @@ __all__ = [
     "TableName",
     "TruncateTable",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class TableName:
-    """A source table; ``database`` is the event's default database for unqualified names."""
-
-    database: str
-    table: str
-
-    @property
-    def qualified(self) -> str:
-        """``db.table``, the form ``TableMap.qualified_name`` and ``LakeSchema`` use."""
-        return f"{self.database}.{self.table}"
-
-    def __str__(self) -> str:
-        return self.qualified
 
 
 @dataclass(frozen=True, slots=True)

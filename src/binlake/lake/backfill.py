@@ -87,7 +87,7 @@ def backfill_values(
     columns the table had before the statement (as far as the lake tells); ``after``: the
     Iceberg schema with the columns; ``final_name``: a column's name in ``after`` (None: dropped
     since, by a later statement evolved together with this one)."""
-    table = statement.table.qualified
+    table = str(statement.table)
     dropped = {_fold(c.name) for c in statement.clauses if isinstance(c, DropColumnClause)}
     existing = {_fold(c.name): c for c in before if _fold(c.name) not in dropped}
     timestamps = sum(1 for c in existing.values() if is_timestamp(c))
@@ -122,7 +122,7 @@ def backfill_values(
 
 def _ambiguous(value: object, name: str, statement: AlterTable) -> None:
     if value is not None:
-        table = statement.table.qualified
+        table = str(statement.table)
         raise UnsupportedDefaultError(
             f"{table}: ADD COLUMN IF NOT EXISTS {name} finds the column in the lake: binlake "
             "cannot tell whether the source had it already (nothing to do) or a crash came "

@@ -50,6 +50,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.ddl.statements import (
     AddColumnClause,
@@ -122,7 +123,7 @@ def changelog_schema(tm: TableMap, hints: Mapping[int, str] | None = None) -> La
         if column.name.lower() in _CHANGELOG_NAMES:
             raise UnsupportedTypeError(
                 f"column {column.name} has a name binlake reserves for change-log tables",
-                table=base.source_table,
+                table=str(base.source_table),
                 hint="rename the column in the source, or name key columns for the table",
             )
     extra = tuple(
@@ -202,20 +203,16 @@ class _DdlReplay:
         self.columns: _Columns = {key: (name, name) for key, name in self.current.items()}
         self.texts: list[str] = []
 
-    def run(self, aliases: set[str], ddl: Sequence[DdlStatement]) -> None:
+    def run(self, aliases: set[TableName], ddl: Sequence[DdlStatement]) -> None:
         for statement in ddl:
-            if isinstance(statement, AlterTable) and statement.table.qualified in aliases:
+            if isinstance(statement, AlterTable) and statement.table in aliases:
                 self.texts.append(statement.text)
                 self._alter(statement.clauses)
                 aliases.update(
-                    c.target.qualified
-                    for c in statement.clauses
-                    if isinstance(c, RenameTableClause)
+                    c.target for c in statement.clauses if isinstance(c, RenameTableClause)
                 )
             elif isinstance(statement, RenameTables):
-                aliases.update(
-                    new.qualified for old, new in statement.pairs if old.qualified in aliases
-                )
+                aliases.update(new for old, new in statement.pairs if old in aliases)
 
     def _alter(self, clauses: Sequence[AlterClause]) -> None:
         """One ALTER: drops and renames name the columns before it, adds the columns after."""
@@ -299,8 +296,8 @@ def plan_evolution(
     keyed_target = target_schema(new_map, hints=hints, key_columns=key_columns)
     target = changelog_schema(new_map, hints) if changelog else keyed_target
     replay = _DdlReplay(c.name for c in _data_columns(current))
-    replay.run({current.source_table, new_map.qualified_name}, ddl)
-    plan = _new_plan(current, target, replay, new_map.qualified_name)
+    replay.run({current.source_table, new_map.name}, ddl)
+    plan = _new_plan(current, target, replay, str(new_map.name))
     if changelog and keyed_target.key:
         raise plan.incompatible(
             "the table is replicated as a change log (it had no primary key); the source now "
@@ -344,7 +341,7 @@ def plan_from_statement(
     extra = tuple(c for c in current.columns if c.name in _CHANGELOG_NAMES)
     key = tuple(origins[_fold(k)] for k in current.key)
     target = LakeSchema(current.source_table, (*columns, *extra), key)
-    return _changes(_new_plan(current, target, replay, current.source_table), current)
+    return _changes(_new_plan(current, target, replay, str(current.source_table)), current)
 
 
 def _definitions(statement: AlterTable) -> dict[str, tuple[ColumnDefinition, bool]]:

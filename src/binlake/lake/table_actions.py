@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from binlake.binlog.names import TableName
 from binlake.ddl.statements import (
     CreateTable,
     DdlStatement,
@@ -41,7 +42,6 @@ from binlake.ddl.statements import (
     DropTables,
     RenameTableClause,
     RenameTables,
-    TableName,
     TruncateTable,
 )
 from binlake.lake.commit import execute_with_commit_properties
@@ -81,19 +81,19 @@ DROPPED_AT_PROPERTY = "binlake.dropped-at"
 class DeleteAllRows:
     """TRUNCATE: delete every row, positioned (run with the commit properties)."""
 
-    table: str
+    table: TableName
 
 
 @dataclass(frozen=True, slots=True)
 class DropLakeTable:
-    table: str
+    table: TableName
 
 
 @dataclass(frozen=True, slots=True)
 class KeepDroppedTable:
     """The source table was dropped; the Iceberg table stays, marked ``binlake.dropped-at``."""
 
-    table: str
+    table: TableName
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,20 +101,20 @@ class ClaimTableName:
     """A source table is (re-)created as ``table``; a kept dropped table there moves aside.
     ``needs_snapshot``: it arrived with rows binlake never saw (renamed into the set)."""
 
-    table: str
+    table: TableName
     needs_snapshot: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class RenameLakeTable:
-    old: str
-    new: str
+    old: TableName
+    new: TableName
 
 
 TableAction = DeleteAllRows | DropLakeTable | KeepDroppedTable | ClaimTableName | RenameLakeTable
 
 
-def _everything(_table: str) -> bool:
+def _everything(_table: TableName) -> bool:
     return True
 
 
@@ -122,25 +122,24 @@ def table_actions(
     statement: DdlStatement,
     on_drop: OnDrop,
     *,
-    replicated: Callable[[str], bool] = _everything,
-    known_tables: Collection[str] = (),
+    replicated: Callable[[TableName], bool] = _everything,
+    known_tables: Collection[TableName] = (),
 ) -> list[TableAction]:
-    """The actions ``statement`` asks of the lake, in order, on source names (``db.table``).
+    """The actions ``statement`` asks of the lake, in order, on source table names.
 
     ``replicated`` says whether a source table is replicated (the [tables] filters; default:
     all); ``known_tables`` are the replicated tables that exist, for DROP DATABASE. ALTER TABLE
     column changes are ``binlake.lake.schema.plan_evolution``'s; only its RENAME is here."""
     if isinstance(statement, TruncateTable):
-        table = statement.table.qualified
+        table = statement.table
         return [DeleteAllRows(table)] if replicated(table) else []
     if isinstance(statement, DropTables):
-        names = [name.qualified for name in statement.names]
-        return [_drop(name, on_drop) for name in names if replicated(name)]
+        return [_drop(name, on_drop) for name in statement.names if replicated(name)]
     if isinstance(statement, DropDatabase):
-        prefix = f"{statement.database}."
-        return [_drop(t, on_drop) for t in sorted(known_tables) if t.startswith(prefix)]
+        database = statement.database
+        return [_drop(t, on_drop) for t in sorted(known_tables) if t.database == database]
     if isinstance(statement, CreateTable):
-        table = statement.table.qualified
+        table = statement.table
         if not replicated(table):
             return []
         replaced = [_drop(table, on_drop)] if statement.or_replace else []
@@ -155,18 +154,17 @@ def table_actions(
     return _renames(pairs, on_drop, replicated)
 
 
-def _drop(table: str, on_drop: OnDrop) -> TableAction:
+def _drop(table: TableName, on_drop: OnDrop) -> TableAction:
     return KeepDroppedTable(table) if on_drop == "keep" else DropLakeTable(table)
 
 
 def _renames(
     pairs: tuple[tuple[TableName, TableName], ...],
     on_drop: OnDrop,
-    replicated: Callable[[str], bool],
+    replicated: Callable[[TableName], bool],
 ) -> list[TableAction]:
     actions: list[TableAction] = []
-    for old_name, new_name in pairs:
-        old, new = old_name.qualified, new_name.qualified
+    for old, new in pairs:
         if old == new:
             continue
         if replicated(old) and replicated(new):
@@ -185,37 +183,37 @@ def run_table_action(
     spark: SparkSession,
     action: TableAction,
     *,
-    lake_table: Callable[[str], str],
+    lake_table: Callable[[TableName], str],
     position: str,
     commit_properties: Mapping[str, str],
     can_rename: bool | None = None,
 ) -> None:
-    """Carry out ``action``. ``lake_table`` maps a source table (``db.table``) to its Iceberg
-    table's Spark SQL name; ``position`` is the DDL's source position; ``commit_properties``
+    """Carry out ``action``. ``lake_table`` maps a source table to its Iceberg table's Spark
+    SQL name; ``position`` is the DDL's source position; ``commit_properties``
     are the ``binlake.*`` snapshot properties for statements that write rows (DELETE, copies).
     ``can_rename``: whether the catalog renames tables (None: ``catalog_can_rename``)."""
     if isinstance(action, DeleteAllRows):
         table = lake_table(action.table)
         if table_exists(spark, table):
             execute_with_commit_properties(
-                spark, f"DELETE FROM {table}", commit_properties, action.table
+                spark, f"DELETE FROM {table}", commit_properties, str(action.table)
             )
     elif isinstance(action, DropLakeTable):
         drop_table(spark, lake_table(action.table), action.table)
     elif isinstance(action, KeepDroppedTable):
         _mark_dropped(spark, lake_table(action.table), position, action.table)
     elif isinstance(action, ClaimTableName):
-        _claim(spark, lake_table(action.table), commit_properties, can_rename)
+        _claim(spark, lake_table(action.table), commit_properties, can_rename, action.table)
     else:
         old, new = lake_table(action.old), lake_table(action.new)
-        _claim(spark, new, commit_properties, can_rename)
+        _claim(spark, new, commit_properties, can_rename, action.new)
         if table_exists(spark, old):
-            _move(spark, old, new, commit_properties, can_rename)
+            _move(spark, old, new, commit_properties, can_rename, action.old)
 
 
-def drop_table(spark: SparkSession, table: str, source: str) -> None:
+def drop_table(spark: SparkSession, table: str, source: TableName) -> None:
     """``DROP TABLE IF EXISTS`` the Iceberg table ``table`` (``source``: for messages)."""
-    _sql(spark, f"DROP TABLE IF EXISTS {table}", source)
+    _sql(spark, f"DROP TABLE IF EXISTS {table}", str(source))
 
 
 def is_kept_dropped(spark: SparkSession, table: str) -> bool:
@@ -228,21 +226,26 @@ def is_kept_dropped(spark: SparkSession, table: str) -> bool:
     )
 
 
-def _mark_dropped(spark: SparkSession, table: str, position: str, source: str) -> None:
+def _mark_dropped(spark: SparkSession, table: str, position: str, source: TableName) -> None:
     if table_exists(spark, table) and _property(spark, table, DROPPED_AT_PROPERTY) is None:
         value = sql_string(position)
         statement = f"ALTER TABLE {table} SET TBLPROPERTIES ('{DROPPED_AT_PROPERTY}'={value})"
-        _sql(spark, statement, source)
+        _sql(spark, statement, str(source))
 
 
 def _claim(
-    spark: SparkSession, table: str, properties: Mapping[str, str], can_rename: bool | None
+    spark: SparkSession,
+    table: str,
+    properties: Mapping[str, str],
+    can_rename: bool | None,
+    source: TableName,
 ) -> None:
     if not table_exists(spark, table):
         return
     dropped_at = _property(spark, table, DROPPED_AT_PROPERTY)
     if dropped_at is not None:
-        _move(spark, table, dropped_table_name(table, dropped_at), properties, can_rename)
+        moved = dropped_table_name(table, dropped_at)
+        _move(spark, table, moved, properties, can_rename, source)
 
 
 def _move(
@@ -251,14 +254,16 @@ def _move(
     new: str,
     properties: Mapping[str, str],
     can_rename: bool | None,
+    source: TableName,
 ) -> None:
     """Rename ``old`` to ``new``, or copy it where the catalog cannot rename (or where a crash
-    left a copy half made: ``new`` exists already)."""
+    left a copy half made: ``new`` exists already); ``source``: the source table ``old``
+    replicated."""
     renames = catalog_can_rename(spark, old) if can_rename is None else can_rename
     if renames and not table_exists(spark, new):
         _sql(spark, f"ALTER TABLE {old} RENAME TO {new}", old)
         return
-    schema = read_lake_schema(spark, old, old)
+    schema = read_lake_schema(spark, old, source)
     for statement in create_table_statements(new, schema):
         _sql(spark, statement, new)
     copy = f"INSERT OVERWRITE {new} SELECT * FROM {old}"
@@ -346,13 +351,13 @@ def _property(spark: SparkSession, table: str, key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def read_lake_schema(spark: SparkSession, table: str, source_table: str) -> LakeSchema:
+def read_lake_schema(spark: SparkSession, table: str, source_table: TableName) -> LakeSchema:
     """The schema of the Iceberg table ``table`` (a Spark SQL name) as a ``LakeSchema``:
     Iceberg types, nullability, the source types from the column comments ("" where there is
     none), the identifier fields as the key. ``index`` is the column's position in Iceberg."""
-    with spark_errors(f"read the schema of {table}", table=source_table):
+    with spark_errors(f"read the schema of {table}", table=str(source_table)):
         fields = spark.table(table).schema.fields
         iceberg = _iceberg_table(spark, table)
         key_names = set(iceberg.schema().identifierFieldNames())  # type: ignore[attr-defined]
-    columns = tuple(lake_column_of_field(f, i, source_table) for i, f in enumerate(fields))
+    columns = tuple(lake_column_of_field(f, i, str(source_table)) for i, f in enumerate(fields))
     return LakeSchema(source_table, columns, tuple(c.name for c in columns if c.name in key_names))

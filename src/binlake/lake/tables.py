@@ -37,6 +37,7 @@ from typing import TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
+from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.crashpoints import crash_point
 from binlake.ddl.defaults import StatementContext
@@ -95,7 +96,7 @@ T = TypeVar("T")
 class LakeTable:
     """What the applier holds about one replicated table while it runs."""
 
-    source: str
+    source: TableName
     #: The Iceberg table's Spark SQL name (quoted).
     name: str
     #: None: there is no Iceberg table yet (created at the first rows).
@@ -121,15 +122,15 @@ class LakeTable:
         assert self.schema is not None
         names = table_map.column_names or ()
         if self.changelog:
-            return ChangeLog(self.source, names)
-        return KeyedChanges(self.source, names, self.schema.key)
+            return ChangeLog(str(self.source), names)
+        return KeyedChanges(str(self.source), names, self.schema.key)
 
 
 @dataclass(frozen=True)
 class AppliedState:
     """What the lake holds at start: each table's applied position, the newest batch."""
 
-    positions: dict[str, SourcePosition]
+    positions: dict[TableName, SourcePosition]
     max_batch: int
 
 
@@ -141,9 +142,9 @@ class Lake:
         spark: SparkSession,
         target: LakeTarget,
         *,
-        key_columns: Mapping[str, Sequence[str]],
+        key_columns: Mapping[TableName, Sequence[str]],
         hints: SourceHints,
-        on_evolved: Callable[[str], None] = lambda _table: None,
+        on_evolved: Callable[[TableName], None] = lambda _table: None,
         commit_retry: CommitRetry | None = None,
     ) -> None:
         self.spark = spark
@@ -152,10 +153,10 @@ class Lake:
         self.source_hints = hints
         #: Every commit to a table goes through it (``committing``).
         self.commit_retry = commit_retry or CommitRetry()
-        #: Called with ``db.table`` once a table's pending DDL is in its Iceberg schema.
+        #: Called with the source table once its pending DDL is in its Iceberg schema.
         self.on_evolved = on_evolved
-        self._tables: dict[str, LakeTable] = {}
-        self._applied: dict[str, SourcePosition] = {}
+        self._tables: dict[TableName, LakeTable] = {}
+        self._applied: dict[TableName, SourcePosition] = {}
 
     # ---- what the lake holds -------------------------------------------------------------
 
@@ -163,7 +164,7 @@ class Lake:
         """Every selected table's applied position, and the highest batch number of any table
         (a table the filters no longer select keeps its numbers), from the catalog."""
         tables = lake_tables(self.target, lambda t: spark_lake_tables(self.spark, t))
-        positions: dict[str, SourcePosition] = {}
+        positions: dict[TableName, SourcePosition] = {}
         max_batch = 0
         for lineage in tables:
             source = self.target.source_table(lineage.identifier)
@@ -187,18 +188,18 @@ class Lake:
             table.hint_names = fresh.hint_names
             table.in_sync = None
 
-    def known_tables(self) -> list[str]:
+    def known_tables(self) -> list[TableName]:
         """Replicated source tables with an Iceberg table (for DROP DATABASE)."""
         return sorted({*self._applied, *(s for s, t in self._tables.items() if t.schema)})
 
-    def table(self, source: str) -> LakeTable:
-        """The table of ``db.table`` (its Iceberg schema read on first use)."""
+    def table(self, source: TableName) -> LakeTable:
+        """The table of ``source`` (its Iceberg schema read on first use)."""
         table = self._tables.get(source)
         if table is None:
             table = self._tables[source] = self._load(source)
         return table
 
-    def _load(self, source: str) -> LakeTable:
+    def _load(self, source: TableName) -> LakeTable:
         name = self.target.lake_table(source)
         table = LakeTable(source, name)
         if table_exists(self.spark, name):
@@ -212,19 +213,19 @@ class Lake:
                     table.applied = parse_position(summary[POSITION])
         return table
 
-    def committing(self, source: str, attempt: Callable[[int], T]) -> T:
+    def committing(self, source: TableName, attempt: Callable[[int], T]) -> T:
         """``attempt(retries)``, planned and committed again, after the table is read anew,
         when another writer committed to ``source``'s table first (``lake.commit_retry``)."""
-        return self.commit_retry.run(source, attempt, reload=lambda: self.reload(source))
+        return self.commit_retry.run(str(source), attempt, reload=lambda: self.reload(source))
 
-    def reload(self, source: str) -> None:
+    def reload(self, source: TableName) -> None:
         """Read ``source``'s table (schema, applied position) from the catalog again, keeping
         the DDL still waiting for it (it is not in the table yet)."""
         before = self._tables.pop(source, None)
         self._applied.pop(source, None)
         name = self.target.lake_table(source)
         if not self.target.embedded:
-            with spark_errors(f"REFRESH TABLE {name}", source):
+            with spark_errors(f"REFRESH TABLE {name}", str(source)):
                 if table_exists(self.spark, name):
                     self.spark.sql(f"REFRESH TABLE {name}")
         table = self.table(source)
@@ -233,18 +234,18 @@ class Lake:
             table.pending_alters = before.pending_alters
             table.hint_names = {**before.hint_names, **table.hint_names}
 
-    def drop(self, source: str) -> None:
-        """Drop ``db.table``'s Iceberg table if there is one, and forget what was known of it."""
+    def drop(self, source: TableName) -> None:
+        """Drop ``source``'s Iceberg table if there is one, and forget what was known of it."""
         drop_table(self.spark, self.target.lake_table(source), source)
         self.forget(source)
 
-    def forget(self, source: str) -> None:
+    def forget(self, source: TableName) -> None:
         """The Iceberg table may have been dropped, moved aside or replaced: read it (schema and
         applied position) from the catalog again when it is next needed."""
         self._tables.pop(source, None)
         self._applied.pop(source, None)
 
-    def renamed(self, old: str, new: str) -> None:
+    def renamed(self, old: TableName, new: TableName) -> None:
         """``old``'s Iceberg table is now ``new``'s (renamed with its snapshots, or copied);
         its applied position and pending DDL follow it."""
         before = self._tables.pop(old, None)
@@ -304,7 +305,7 @@ class Lake:
         for i, statement in enumerate(statements):
             if i:
                 crash_point("apply_during_ddl")
-            self._sql(statement, table.source)
+            self._sql(statement, str(table.source))
 
     def _reread(self, table: LakeTable) -> None:
         table.schema = read_lake_schema(self.spark, table.name, table.source)
@@ -391,7 +392,7 @@ class Lake:
         """The ALTER's positioned commit: the backfill UPDATE, or an empty append."""
         if values:
             statement = backfill_statement(table.name, values)
-            execute_with_commit_properties(self.spark, statement, properties, table.source)
+            execute_with_commit_properties(self.spark, statement, properties, str(table.source))
         else:
             self._empty_append(table, properties)
         self._positioned(table, position)
@@ -405,7 +406,7 @@ class Lake:
             return values()
         except UnsupportedDefaultError:
             query = f"SELECT 1 FROM {table.name} LIMIT 1"
-            with spark_errors(query, table.source):
+            with spark_errors(query, str(table.source)):
                 if self.spark.sql(query).collect():
                     raise
             return []
@@ -439,9 +440,9 @@ class Lake:
     def _create(self, table: LakeTable, schema: LakeSchema) -> None:
         parts = self.target.identifier(table.source)
         namespace = ".".join(quote(p) for p in (self.target.catalog, *parts[:-1]))
-        self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", table.source)
+        self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", str(table.source))
         for statement in create_table_statements(table.name, schema):
-            self._sql(statement, table.source)
+            self._sql(statement, str(table.source))
 
     def _sql(self, statement: str, table: str) -> None:
         with spark_errors(statement, table):
@@ -482,7 +483,7 @@ class Lake:
         frame.createOrReplaceTempView(view)
         try:
             statement = merge_statement(table.name, view, schema, changes.has_absent)
-            execute_with_commit_properties(self.spark, statement, properties, table.source)
+            execute_with_commit_properties(self.spark, statement, properties, str(table.source))
         finally:
             self.spark.catalog.dropTempView(view)
 

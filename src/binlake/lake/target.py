@@ -2,11 +2,12 @@
 
 ``LakeTarget`` holds what the config's ``[target]``, ``[tables]``, ``[spark]`` and ``[catalog]``
 sections say: the warehouse folder and Spark catalog, the source database -> lake namespace
-map, the include/exclude globs on ``db.table``, the Spark settings passed through, and the
-catalog keys ``[catalog]`` generates (``jdbc_catalog_conf``: everything but the password, which
-``secret_conf`` holds: it is set on the session after it starts, never on the command line of
-the driver's JVM). ``lake_target`` maps a loaded ``Config`` to it (defaults: the embedded
-catalog ``lake`` in ``warehouse/`` beside the config file, every table).
+map, the include/exclude globs on (database, table) (``binlog.names.TableGlob``), the Spark
+settings passed through, and the catalog keys ``[catalog]`` generates (``jdbc_catalog_conf``:
+everything but the password, which ``secret_conf`` holds: it is set on the session after it
+starts, never on the command line of the driver's JVM). ``lake_target`` maps a loaded ``Config``
+to it (defaults: the embedded catalog ``lake`` in ``warehouse/`` beside the config file, every
+table).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 
+from binlake.binlog.names import TableGlob, TableName
 from binlake.config import CatalogConfig, Config, Secret
 from binlake.lake.sql import quote
 
@@ -32,14 +33,14 @@ class LakeTarget:
     catalog: str = DEFAULT_CATALOG
     #: Source database -> lake namespace (databases not listed keep their name).
     namespace_map: Mapping[str, str] = field(default_factory=dict)
-    #: Globs on ``db.table``; a table is replicated when it matches an include and no exclude.
-    include: tuple[str, ...] = ("*",)
-    exclude: tuple[str, ...] = ()
+    #: A table is replicated when it matches an include glob and no exclude glob.
+    include: tuple[TableGlob, ...] = (TableGlob("*", "*"),)
+    exclude: tuple[TableGlob, ...] = ()
     master: str = "local[2]"
     #: Spark/Iceberg configuration passed through (``[spark]``).
     spark_conf: Mapping[str, str] = field(default_factory=dict)
-    #: ``db.table`` -> key columns of a table without a primary key (``[tables] key_columns``).
-    key_columns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Key columns of a table without a primary key (``[tables] key_columns``).
+    key_columns: Mapping[TableName, tuple[str, ...]] = field(default_factory=dict)
     #: ``[spark] jars``, ``master_ui`` and ``executor_wait_s``.
     jars: tuple[str, ...] = ()
     master_ui: str | None = None
@@ -77,31 +78,29 @@ class LakeTarget:
     def namespace(self, database: str) -> str:
         return self.namespace_map.get(database, database)
 
-    def identifier(self, source_table: str) -> tuple[str, ...]:
-        """Catalog-relative identifier of the lake table for ``db.table``."""
-        database, _, table = source_table.partition(".")
-        return (self.namespace(database), table)
+    def identifier(self, source_table: TableName) -> tuple[str, ...]:
+        """Catalog-relative identifier of the lake table of ``source_table``."""
+        return (self.namespace(source_table.database), source_table.table)
 
-    def lake_table(self, source_table: str) -> str:
-        """The quoted Spark name ``catalog.namespace.table`` of ``db.table``'s lake table."""
+    def lake_table(self, source_table: TableName) -> str:
+        """The quoted Spark name ``catalog.namespace.table`` of ``source_table``'s lake table."""
         return ".".join(quote(p) for p in (self.catalog, *self.identifier(source_table)))
 
-    def source_table(self, identifier: tuple[str, ...]) -> str | None:
-        """``db.table`` a lake identifier replicates (None when no database maps to it)."""
+    def source_table(self, identifier: tuple[str, ...]) -> TableName | None:
+        """The source table a lake identifier replicates (None when no database maps to it)."""
         if len(identifier) != 2:
             return None
         namespace, table = identifier
         databases = [db for db, ns in self.namespace_map.items() if ns == namespace]
         if not databases and namespace not in self.namespace_map:
             databases = [namespace]
-        return f"{databases[0]}.{table}" if databases else None
+        return TableName(databases[0], table) if databases else None
 
-    def selected(self, source_table: str) -> bool:
-        database = source_table.partition(".")[0]
-        if database.lower() in SYSTEM_DATABASES:
+    def selected(self, source_table: TableName) -> bool:
+        if source_table.database.lower() in SYSTEM_DATABASES:
             return False
-        included = any(fnmatchcase(source_table, glob) for glob in self.include)
-        return included and not any(fnmatchcase(source_table, glob) for glob in self.exclude)
+        included = any(glob.matches(source_table) for glob in self.include)
+        return included and not any(glob.matches(source_table) for glob in self.exclude)
 
 
 def lake_target(config: Config) -> LakeTarget:

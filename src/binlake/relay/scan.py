@@ -28,6 +28,7 @@ from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.format import FormatContext
+from binlake.binlog.names import TableName
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import EventGroup, GroupKind, TransactionGrouper
@@ -47,16 +48,16 @@ class RelayTransaction:
     end: SourcePosition
     #: The source's header timestamp of its last event (seconds since the epoch).
     timestamp: int
-    #: ``db.table`` of every TABLE_MAP inside it.
-    tables: frozenset[str]
+    #: The table of every TABLE_MAP inside it.
+    tables: frozenset[TableName]
     #: The text of a standalone statement (DDL); None for row transactions.
     statement: str | None
     relay_file: str
     #: Offset in ``relay_file`` right after it.
     relay_offset: int
 
-    def touches(self, table: str) -> bool:
-        """Whether it may change ``table`` (``db.table``); a superset for statements."""
+    def touches(self, table: TableName) -> bool:
+        """Whether it may change ``table``; a superset for statements."""
         if table in self.tables:
             return True
         if self.statement is None:
@@ -71,11 +72,11 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(r"(?<![\w$])" + re.escape(name.lower()) + r"(?![\w$])", text) is not None
 
 
-def statement_touches(statement: str, table: str) -> bool:
+def statement_touches(statement: str, table: TableName) -> bool:
     """Whether a standalone statement may change ``table``'s rows or columns: a DROP DATABASE of
     its database, any statement naming it except a plain CREATE TABLE (which creates an empty
     table, or nothing with IF NOT EXISTS). A superset: naming is enough."""
-    db, _, name = table.partition(".")
+    db, name = table.database, table.table
     text = _LEADING_COMMENTS.sub("", statement.lower(), count=1)
     words = text.split(None, 3)
     if words[:2] in (["drop", "database"], ["drop", "schema"]):
@@ -237,7 +238,7 @@ class RelayFollower:
 
     def touching(
         self,
-        table: str,
+        table: TableName,
         after: SourcePosition | None,
         until: SourcePosition,
         *,
@@ -295,9 +296,7 @@ def _ctx_after(group: EventGroup, ctx: FormatContext | None) -> FormatContext | 
 
 
 def _transaction(group: EventGroup, position: SourcePosition, cursor: _Cursor) -> RelayTransaction:
-    tables = frozenset(
-        e.payload.qualified_name for e in group.events if isinstance(e.payload, TableMap)
-    )
+    tables = frozenset(e.payload.name for e in group.events if isinstance(e.payload, TableMap))
     statement = None
     if group.kind is GroupKind.STATEMENT:
         texts = [e.payload.text for e in group.events if isinstance(e.payload, QueryEvent)]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from binlake.binlog.names import TableName
 from binlake.errors import SnapshotError, SourceError
 from binlake.position import SourcePosition
 from binlake.source.table_shape import ColumnInfo, read_columns
@@ -52,22 +53,20 @@ class ChunkReader:
     def __init__(self, session: SnapshotSession) -> None:
         self.session = session
 
-    def shape(self, table: str) -> tuple[list[ColumnInfo], list[str]]:
-        database, _, name = table.partition(".")
-        return read_columns(self.session.query, database, name)
+    def shape(self, table: TableName) -> tuple[list[ColumnInfo], list[str]]:
+        return read_columns(self.session.query, table.database, table.table)
 
-    def estimated_rows(self, table: str) -> int:
-        database, _, name = table.partition(".")
+    def estimated_rows(self, table: TableName) -> int:
         rows = self.session.query(
             "SELECT TABLE_ROWS FROM information_schema.TABLES "
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-            (database, name),
+            (table.database, table.table),
         )
         return int(rows[0][0] or 0) if rows else 0
 
     def read(
         self,
-        table: str,
+        table: TableName,
         key: Sequence[str],
         after: tuple[Any, ...] | None,
         limit: int | None,
@@ -94,13 +93,13 @@ class ChunkReader:
                 )
         raise SnapshotError(
             f"{table} changed shape during each of {_ATTEMPTS} attempts to read a chunk",
-            table=table,
+            table=str(table),
             hint="run the snapshot again once the table's DDL has settled",
         )
 
     def _read_once(
         self,
-        table: str,
+        table: TableName,
         columns: list[ColumnInfo],
         key: Sequence[str],
         after: tuple[Any, ...] | None,
@@ -133,7 +132,7 @@ def reader_column(column: ColumnInfo) -> VerifyColumn:
 
 
 def chunk_query(
-    table: str,
+    table: TableName,
     readers: Sequence[VerifyColumn],
     key: Sequence[str],
     after: tuple[Any, ...] | None,
@@ -141,9 +140,8 @@ def chunk_query(
 ) -> tuple[str, list[Any]]:
     """SELECT of one chunk: the columns, then the key columns as they are; rows after
     ``after`` in key order (``k1 > a OR (k1 = a AND k2 > b) ...``, which uses the index)."""
-    database, _, name = table.partition(".")
     select = [source_expression(c) for c in readers] + [quote_sql(k) for k in key]
-    sql = f"SELECT {', '.join(select)} FROM {quote_sql(database)}.{quote_sql(name)}"
+    sql = f"SELECT {', '.join(select)} FROM {quote_sql(table.database)}.{quote_sql(table.table)}"
     args: list[Any] = []
     if key and after is not None:
         terms = []

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console, reconnect_notice
 from binlake.errors import StateLockedError
@@ -41,7 +42,9 @@ class SnapshotOutcome:
     copies: list[TableCopy] = field(default_factory=list)
 
 
-def snapshot_tables(config: Config, tables: Sequence[str], console: Console) -> SnapshotOutcome:
+def snapshot_tables(
+    config: Config, tables: Sequence[TableName], console: Console
+) -> SnapshotOutcome:
     target = lake_target(config)
     with SnapshotSession(connection_settings(config.source)) as session:
         check_tables(tables, session.base_tables(), target.selected)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from binlake.binlog.names import TableName
 from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.lake.changes import ChangeLog, column_array
@@ -60,7 +61,7 @@ from binlake.typemap import IcebergType, LakeColumn, LakeSchema
 class TableCopy:
     """What one table's snapshot did in this run."""
 
-    table: str
+    table: TableName
     rows: int = 0
     chunks: int = 0
     seconds: float = 0.0
@@ -139,15 +140,17 @@ class TableCopier:
         self._drop(entry.table)
         return _State(None, None)
 
-    def _drop(self, table: str) -> None:
+    def _drop(self, table: TableName) -> None:
         self.lake.drop(table)
         crash_point("snapshot_after_replace")
 
     def _lake_table(self, entry: PlanEntry, chunk: Chunk, state: _State) -> LakeTable | None:
         """The Iceberg table for ``chunk``: created on the first chunk; None (after dropping
         it) when the chunk's shape would need the schema to evolve."""
-        database, _, name = entry.table.partition(".")
-        tm = table_map_from_columns(database, name, chunk.columns, chunk.key, self.collations)
+        name = entry.table
+        tm = table_map_from_columns(
+            name.database, name.table, chunk.columns, chunk.key, self.collations
+        )
         table = self.lake.table(entry.table)
         if table.schema is None:
             self.lake.prepare(table, tm)
@@ -227,7 +230,7 @@ class TableCopier:
         self._append(entry, table, empty, properties)
 
 
-def _arrow(schema: LakeSchema, chunk: Chunk, changelog: bool, table: str) -> Any:
+def _arrow(schema: LakeSchema, chunk: Chunk, changelog: bool, table: TableName) -> Any:
     import pyarrow as pa
 
     names = [c.name for c in chunk.columns]
@@ -236,13 +239,13 @@ def _arrow(schema: LakeSchema, chunk: Chunk, changelog: bool, table: str) -> Any
     ]
     rows = [_decimals(row, decimals) for row in chunk.rows] if decimals else chunk.rows
     if changelog:
-        log = ChangeLog(table, names)
+        log = ChangeLog(str(table), names)
         for row in rows:
             log.insert(tuple(row), str(chunk.position))
         return log.to_arrow(schema.columns)
     index = {name.casefold(): i for i, name in enumerate(names)}
     arrays = [
-        _column_array([row[index[c.name.casefold()]] for row in rows], c, table)
+        _column_array([row[index[c.name.casefold()]] for row in rows], c, str(table))
         for c in schema.columns
     ]
     fields = [pa.field(c.name, c.arrow_type(), nullable=c.nullable) for c in schema.columns]
@@ -267,7 +270,7 @@ class _ProgressBar:
 
     WIDTH = 24
 
-    def __init__(self, console: Console, table: str, estimated: int) -> None:
+    def __init__(self, console: Console, table: TableName, estimated: int) -> None:
         self.console, self.table, self.estimated = console, table, estimated
         self.started = time.monotonic()
         self.rows = 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping
 
+from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console, reconnect_notice
 from binlake.crashpoints import crash_point
@@ -25,7 +26,7 @@ from binlake.lake.tables import Lake
 from binlake.position import SourcePosition
 from binlake.snapshot.chunks import ChunkReader
 from binlake.snapshot.copier import TableCopier, TableCopy
-from binlake.source.reconnect import ReconnectPolicy
+from binlake.source.reconnect import ReconnectPolicy, retrying
 from binlake.source.settings import connection_settings
 from binlake.source.table_shape import read_collations
 from binlake.storage.snapshot_plan import SnapshotPlan, take_requests
@@ -46,7 +47,7 @@ class SnapshotRunner:
         self.plan = SnapshotPlan(config.state.snapshot_plan_path)
         self.copies: list[TableCopy] = []
 
-    def plan_initial(self, positions: Mapping[str, SourcePosition]) -> list[str]:
+    def plan_initial(self, positions: Mapping[TableName, SourcePosition]) -> list[TableName]:
         """Plan every included source table the lake holds no position for (and the plan
         does not hold already: a copy in progress keeps its id)."""
         if not self.config.snapshot.initial:
@@ -63,17 +64,23 @@ class SnapshotRunner:
         return tables
 
     def _session(self) -> SnapshotSession:
-        """A session on the source that reconnects with the receiver's backoff; a stop
-        requested while it waits ends the run (``SourceWaitAbandoned``)."""
+        """A session on the source that connects and reconnects with the receiver's backoff
+        (it runs inside `binlake replicate`, which waits for the source); a stop requested
+        while it waits ends the run (``SourceWaitAbandoned``)."""
         source = self.config.source
-        return SnapshotSession(
-            connection_settings(source),
-            ReconnectPolicy.from_config(self.config.receiver),
-            notify=reconnect_notice(self.console, "snapshot", f"{source.host}:{source.port}"),
+        policy = ReconnectPolicy.from_config(self.config.receiver)
+        notify = reconnect_notice(self.console, "snapshot", f"{source.host}:{source.port}")
+        return retrying(
+            lambda: SnapshotSession(
+                connection_settings(source), policy, notify=notify, stop=self.stop
+            ),
+            policy,
+            reset=lambda: None,
+            notify=notify,
             stop=self.stop,
         )
 
-    def take_requests(self) -> list[str]:
+    def take_requests(self) -> list[TableName]:
         folder = self.config.state.snapshot_requests_dir
         if not folder.is_dir():
             return []
@@ -107,18 +114,21 @@ class SnapshotRunner:
 
 
 def check_tables(
-    tables: Collection[str], existing: Collection[str], selected: Callable[[str], bool]
+    tables: Collection[TableName],
+    existing: Collection[TableName],
+    selected: Callable[[TableName], bool],
 ) -> None:
     """Every table must exist on the source and be selected by [tables]."""
     missing = sorted(t for t in tables if t not in set(existing))
     if missing:
         raise SnapshotError(
-            f"not a base table on the source: {', '.join(missing)}",
-            hint="name tables as db.table, as the source spells them",
+            f"not a base table on the source: {', '.join(map(str, missing))}",
+            hint="name tables as db.table, as the source spells them (case included); a name "
+            "holding a dot or a space goes in backticks: `we.ird db`.`t 1`",
         )
     left_out = sorted(t for t in tables if not selected(t))
     if left_out:
         raise SnapshotError(
-            f"not replicated by [tables] include/exclude: {', '.join(left_out)}",
+            f"not replicated by [tables] include/exclude: {', '.join(map(str, left_out))}",
             hint="add the tables to [tables] include (and out of exclude) first",
         )

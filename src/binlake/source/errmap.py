@@ -128,8 +128,8 @@ def map_pymysql_error(
         return SourceUnreachableError(message, hint=hint, **where)
     if code in UNREACHABLE_CODES:
         return SourceUnreachableError(message, **where)
-    if code in LOST_CODES or code is None:
-        return SourceConnectionLostError(message, **where)
+    if code in LOST_CODES or code is None or isinstance(exc, pymysql.err.InterfaceError):
+        return SourceConnectionLostError(message, **where)  # InterfaceError: it was closed
     return SourceError(message, **where)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from binlake.binlog.names import TableName
 from binlake.lake.iceberg_meta import NEVER, LakeSnapshot, LakeTable
 from binlake.position import SourcePosition, at_or_before, before
 
@@ -40,7 +41,7 @@ class RelayView(Protocol):
 
     def touching(
         self,
-        table: str,
+        table: TableName,
         after: SourcePosition | None,
         until: SourcePosition,
         *,
@@ -100,7 +101,7 @@ def _copy_running(table: LakeTable) -> bool:
 
 
 def decide(
-    table: LakeTable, source_table: str, target: SourcePosition, relay: RelayView
+    table: LakeTable, source_table: TableName, target: SourcePosition, relay: RelayView
 ) -> Decision:
     """What to do with ``table`` (replicating ``source_table``) at source position ``target``."""
     snapshots = table.binlake_snapshots
@@ -134,7 +135,7 @@ def decide(
 
 
 def _never_applied(
-    table: LakeTable, source_table: str, target: SourcePosition, relay: RelayView
+    table: LakeTable, source_table: TableName, target: SourcePosition, relay: RelayView
 ) -> Decision:
     touched = relay.touching(source_table, None, target, clean_before_coverage=True)
     if touched is None:

@@ -10,7 +10,8 @@ runs in UTC so that TIMESTAMP columns read as UTC.
 InnoDB (and other MVCC engines) only: a MyISAM table is read as it is at read time.
 
 With a ``ReconnectPolicy`` the session comes back after a lost connection, with the receiver's
-backoff (``source.reconnect``): a statement outside a snapshot is run again on a new connection;
+backoff (``source.reconnect``; the first connection is not retried, so a wrong host or password
+shows at once): a statement outside a snapshot is run again on a new connection;
 inside one, the connection is dropped and the error raised, and the owner of the snapshot (a
 snapshot chunk, a verify attempt) runs its whole snapshot again through ``retrying``: nothing
 read in a lost snapshot is ever mixed with rows of another.
@@ -28,6 +29,7 @@ from typing import Any, Self, TypeVar
 import pymysql
 import pymysql.cursors
 
+from binlake.binlog.names import TableName
 from binlake.errors import SourceConnectionLostError, SourceError
 from binlake.position import SourcePosition
 from binlake.source.client import set_query_timeouts
@@ -50,7 +52,7 @@ class SourceColumn:
 
 @dataclass(frozen=True)
 class SourceTable:
-    name: str  # db.table
+    name: TableName
     columns: tuple[SourceColumn, ...]
     #: Primary key column names in key order; () without one.
     key: tuple[str, ...]
@@ -75,7 +77,7 @@ class SnapshotSession:
         self._conn: Any = None
         self._in_snapshot = False
         self.version = ""
-        self.retrying(lambda: None)  # connects
+        self._connect()  # not retried: a wrong host or password shows at once
 
     def retrying(self, action: Callable[[], T]) -> T:
         """``action()`` on a live connection; with a policy, after a lost connection the
@@ -173,33 +175,43 @@ class SnapshotSession:
     ) -> Iterator[tuple[Any, ...]]:
         if self._conn is None:
             self._query("SELECT 1")  # raises: the connection was lost
+        cursor = self._conn.cursor(pymysql.cursors.SSCursor)
         try:
-            with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
-                cursor.execute(sql, args)
-                while batch := cursor.fetchmany(FETCH_ROWS):
-                    yield from batch
+            cursor.execute(sql, args)
+            while batch := cursor.fetchmany(FETCH_ROWS):
+                yield from batch
         except (pymysql.err.MySQLError, OSError) as exc:
+            _abandon(cursor)
             raise self._failed(exc, during) from exc
+        finally:
+            # PyMySQL reads the rest of the result when an unbuffered cursor closes, which
+            # fails on a broken connection (even with AttributeError): the failure was raised.
+            with contextlib.suppress(pymysql.err.MySQLError, OSError, AttributeError):
+                cursor.close()
 
     def end(self) -> None:
         """Close the snapshot (ROLLBACK: it only read); nothing to do when the connection that
-        held it is gone."""
+        held it is gone (then or now: the error that ended it is the one raised)."""
         if self._conn is None:
             return
         self._in_snapshot = False
-        self._query("ROLLBACK")
+        try:
+            self._query("ROLLBACK")
+        except SourceError as error:
+            if not error.retryable:
+                raise
 
-    def base_tables(self) -> list[str]:
-        """Every base table as ``db.table``, sorted."""
+    def base_tables(self) -> list[TableName]:
+        """Every base table, sorted."""
         rows = self.query(
             "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
             "WHERE TABLE_TYPE = 'BASE TABLE'"
         )
-        return sorted(f"{db}.{name}" for db, name in rows)
+        return sorted(TableName(str(db), str(name)) for db, name in rows)
 
-    def describe(self, table: str) -> SourceTable | None:
-        """Columns (in order) and primary key of ``db.table``; None if it does not exist."""
-        database, _, name = table.partition(".")
+    def describe(self, table: TableName) -> SourceTable | None:
+        """Columns (in order) and primary key of ``table``; None if it does not exist."""
+        database, name = table.database, table.table
         columns = self._query(
             "SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
@@ -218,15 +230,15 @@ class SnapshotSession:
             tuple(str(row[0]) for row in key),
         )
 
-    def count(self, table: str) -> int:
+    def count(self, table: TableName) -> int:
         """The table's row count in the snapshot."""
-        database, _, name = table.partition(".")
+        database, name = table.database, table.table
         ((rows,),) = self._query(f"SELECT COUNT(*) FROM {quote_sql(database)}.{quote_sql(name)}")
         return int(rows)
 
-    def rows(self, table: str, columns: Sequence[VerifyColumn]) -> Iterator[tuple[Any, ...]]:
+    def rows(self, table: TableName, columns: Sequence[VerifyColumn]) -> Iterator[tuple[Any, ...]]:
         """The table's rows in the snapshot, each value read by ``source_expression``."""
-        database, _, name = table.partition(".")
+        database, name = table.database, table.table
         select = ", ".join(source_expression(c) for c in columns)
         sql = f"SELECT {select} FROM {quote_sql(database)}.{quote_sql(name)}"
         yield from self._unbuffered(sql, None, f"SELECT FROM {table}")
@@ -244,3 +256,11 @@ class SnapshotSession:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _abandon(cursor: Any) -> None:
+    """Tell an unbuffered result on a broken connection not to read the rest of its rows (its
+    finalizer would read a closed socket)."""
+    result = getattr(cursor, "_result", None)
+    if result is not None:
+        result.unbuffered_active = False

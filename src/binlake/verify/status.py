@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
 from binlake.lake.commit_retry import RETRIES
@@ -73,7 +74,7 @@ class RelayStatus:
 @dataclass(frozen=True)
 class TableStatus:
     lake_table: str
-    source_table: str | None
+    source_table: TableName | None
     applied_position: SourcePosition | None
     snapshot_id: int | None
     committed_at_ms: int | None
@@ -309,7 +310,10 @@ def status_json(report: StatusReport) -> dict[str, Any]:
 def _table_json(table: TableStatus) -> dict[str, Any]:
     return {
         "table": table.lake_table,
-        "source_table": table.source_table,
+        "source_table": None if table.source_table is None else str(table.source_table),
+        "source": None
+        if table.source_table is None
+        else {"database": table.source_table.database, "table": table.source_table.table},
         "applied_position": _text(table.applied_position),
         "snapshot_id": table.snapshot_id,
         "committed_at_ms": table.committed_at_ms,

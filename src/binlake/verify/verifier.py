@@ -14,6 +14,7 @@ source position (docs/recovery.md, "Verify").
 A connection to the source lost during an attempt is opened again with the receiver's backoff
 (``[receiver] reconnect_*``, for at most ``--timeout`` seconds of outage), and the attempt runs
 again in a new snapshot for the tables it had not finished (it does not count as an attempt).
+The first connection is not retried: a source that cannot be reached at all is said at once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.errors import BinlakeError, SourceError
 from binlake.lake.iceberg_meta import LakeTable, read_table
@@ -70,8 +72,8 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class VerifyOptions:
-    #: ``db.table`` names; None: every replicated table of the source.
-    tables: tuple[str, ...] | None = None
+    #: The tables to verify; None: every replicated table of the source.
+    tables: tuple[TableName, ...] | None = None
     max_differences: int = 10
     timeout_s: float = 300.0
     attempts: int = 5
@@ -80,7 +82,7 @@ class VerifyOptions:
 
 @dataclass
 class TableResult:
-    table: str
+    table: TableName
     lake_table: str
     #: ok | different | schema | error
     status: str
@@ -135,7 +137,7 @@ class Verifier:
         self.options = options
         self.progress = progress or (lambda _message: None)
         #: Tables with no Iceberg table (as last looked up).
-        self._missing: set[str] = set()
+        self._missing: set[TableName] = set()
 
     def run(self) -> VerifyReport:
         notify = None
@@ -149,22 +151,24 @@ class Verifier:
 
     # ---- which tables ------------------------------------------------------------------------
 
-    def _tables(self, session: SnapshotSession) -> list[str]:
+    def _tables(self, session: SnapshotSession) -> list[TableName]:
         existing = session.base_tables()
         if self.options.tables is None:
             return [t for t in existing if self.target.selected(t)]
         tables = list(dict.fromkeys(self.options.tables))
         for name in tables:
             if name not in existing:
-                raise TableNotInSourceError("is not a table of the source", table=name)
+                raise TableNotInSourceError("is not a table of the source", table=str(name))
         return tables
 
     # ---- attempts, waiting -------------------------------------------------------------------
 
-    def _attempts(self, session: SnapshotSession, tables: list[str]) -> dict[str, TableResult]:
+    def _attempts(
+        self, session: SnapshotSession, tables: list[TableName]
+    ) -> dict[TableName, TableResult]:
         deadline = time.monotonic() + self.options.timeout_s
-        results: dict[str, TableResult] = {}
-        reasons: dict[str, str] = {}
+        results: dict[TableName, TableResult] = {}
+        reasons: dict[TableName, str] = {}
         pending = list(tables)
         for attempt in range(1, self.options.attempts + 1):
             session.retrying(
@@ -180,7 +184,7 @@ class Verifier:
             error = VerifyRetriesExhaustedError(
                 f"after {self.options.attempts} attempts its state at the snapshot position was "
                 f"never in an Iceberg snapshot ({reasons.get(name, '?')})",
-                table=name,
+                table=str(name),
                 attempts=self.options.attempts,
             )
             results[name] = self._error(name, error, self.options.attempts)
@@ -190,10 +194,10 @@ class Verifier:
         self,
         session: SnapshotSession,
         attempt: int,
-        pending: list[str],
+        pending: list[TableName],
         deadline: float,
-        results: dict[str, TableResult],
-        reasons: dict[str, str],
+        results: dict[TableName, TableResult],
+        reasons: dict[TableName, str],
     ) -> None:
         """One attempt in one source snapshot, for the tables it has not finished (run again
         after a lost connection)."""
@@ -208,11 +212,11 @@ class Verifier:
     def _attempt(
         self,
         session: SnapshotSession,
-        pending: list[str],
+        pending: list[TableName],
         position: SourcePosition,
         deadline: float,
-        results: dict[str, TableResult],
-        reasons: dict[str, str],
+        results: dict[TableName, TableResult],
+        reasons: dict[TableName, str],
     ) -> None:
         """One snapshot at ``position``: decide, wait, compare; tables to retry get a reason."""
         decisions, follower = self._wait(pending, position, deadline)
@@ -231,15 +235,15 @@ class Verifier:
                 self.progress(f"{name}: retrying: {reasons[name]}")
 
     def _wait(
-        self, tables: Sequence[str], position: SourcePosition, deadline: float
-    ) -> tuple[dict[str, Decision], RelayFollower]:
+        self, tables: Sequence[TableName], position: SourcePosition, deadline: float
+    ) -> tuple[dict[TableName, Decision], RelayFollower]:
         lineages = {name: self._lineage(name) for name in tables}
         follower = RelayFollower(
             self.relay_dir,
             after=_scan_start(lineages.values(), position),
             keep=lambda txn: any(txn.touches(name) for name in tables),
         )
-        said: dict[str, str] = {}
+        said: dict[TableName, str] = {}
         while True:
             follower.refresh()
             decisions = {n: decide(lineages[n], n, position, follower) for n in tables}
@@ -255,7 +259,7 @@ class Verifier:
             time.sleep(self.options.poll_s)
             lineages.update({name: self._lineage(name) for name in waiting})
 
-    def _lineage(self, name: str) -> LakeTable:
+    def _lineage(self, name: TableName) -> LakeTable:
         """The table's lineage; a table without an Iceberg table is an empty lineage (the
         applier creates tables at their first rows) and is remembered as missing."""
         identifier = self.target.identifier(name)
@@ -269,7 +273,7 @@ class Verifier:
     def _finish(
         self,
         session: SnapshotSession,
-        name: str,
+        name: TableName,
         position: SourcePosition,
         decision: Decision,
         follower: RelayFollower,
@@ -278,7 +282,7 @@ class Verifier:
             applied = self._lineage(name).latest_binlake
             error = CatchUpTimeoutError(
                 f"not at {position} after {self.options.timeout_s:g} s: {decision.reason}",
-                table=name,
+                table=str(name),
                 target=str(position),
                 applied=None if applied is None else str(applied.position),
                 relay_end=None if follower.end is None else str(follower.end),
@@ -286,7 +290,7 @@ class Verifier:
             return self._error(name, error, 1)
         if isinstance(decision, Unknown):
             hint = "keep the newest binlake snapshot when expiring snapshots; re-snapshot the table"
-            return self._error(name, VerifyError(decision.reason, table=name, hint=hint), 1)
+            return self._error(name, VerifyError(decision.reason, table=str(name), hint=hint), 1)
         assert isinstance(decision, Exact)
         if name in self._missing:
             return self._without_lake_table(session, name, position)
@@ -294,7 +298,7 @@ class Verifier:
         return self._compare(session, name, position, decision)
 
     def _without_lake_table(
-        self, session: SnapshotSession, name: str, position: SourcePosition
+        self, session: SnapshotSession, name: TableName, position: SourcePosition
     ) -> TableResult:
         """No Iceberg table and nothing to apply: right only if the source table is empty."""
         lake = self.target.lake_table(name)
@@ -304,19 +308,19 @@ class Verifier:
             return TableResult(name, lake, "ok", position=position, keyless=False, note=note)
         error = TableMissingInLakeError(
             f"has no Iceberg table ({lake}) but {rows} rows in the source at {position}",
-            table=name,
+            table=str(name),
             lake_table=lake,
         )
         return self._error(name, error, 1)
 
-    def _error(self, name: str, error: BinlakeError, attempts: int) -> TableResult:
+    def _error(self, name: TableName, error: BinlakeError, attempts: int) -> TableResult:
         lake = self.target.lake_table(name)
         return TableResult(name, lake, "error", error=error, attempts=attempts)
 
     # ---- comparing ---------------------------------------------------------------------------
 
     def _compare(
-        self, session: SnapshotSession, name: str, position: SourcePosition, decision: Exact
+        self, session: SnapshotSession, name: TableName, position: SourcePosition, decision: Exact
     ) -> TableResult:
         lake_name = self.target.lake_table(name)
         snapshot = decision.snapshot
@@ -330,7 +334,7 @@ class Verifier:
         )
         source = session.describe(name)
         if source is None:
-            raise TableNotInSourceError("disappeared from the source", table=name)
+            raise TableNotInSourceError("disappeared from the source", table=str(name))
         frame = self._lake_frame(lake_name, result.snapshot_id)
         changelog = CHANGELOG_OP in frame.schema.fieldNames()
         columns, problems = _columns(source, frame.schema, changelog)
@@ -370,7 +374,7 @@ class Verifier:
         self,
         comparison: KeyedComparison,
         session: SnapshotSession,
-        table: str,
+        table: TableName,
         columns: list[VerifyColumn],
         key: Sequence[str],
         frame: Any,
@@ -390,7 +394,7 @@ class Verifier:
         self,
         comparison: MultisetComparison,
         session: SnapshotSession,
-        table: str,
+        table: TableName,
         columns: list[VerifyColumn],
         frame: Any,
         changelog: bool,

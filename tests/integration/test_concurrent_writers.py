@@ -1,0 +1,196 @@
+"""Issue 11, part 1: other writers of a replicated table (real processes, their own Spark
+sessions on the same embedded catalog) do not stop `binlake replicate`; its commits that lose
+to theirs are re-planned and committed again, counted in `binlake status` and the metrics, and
+the lake equals the source. Also what the embedded Hadoop catalog promises two writers on a
+local file system (docs/spark.md, "Other writers")."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from binlake.lake.iceberg_meta import read_table
+from binlake_dev.sandbox import MariaDBSandbox
+from replicate_testing import (
+    assert_history_is_exactly_once,
+    assert_verify_passes,
+    config_for,
+    describe,
+    lake_warehouse,
+    module_source,
+    replicate_command,
+    replicate_env,
+    run_binlake,
+    run_replicate,
+)
+
+source = module_source("concurrent-writers-source")
+WRITER = Path(__file__).parents[1] / "concurrent_writer.py"
+ROWS = 400
+
+
+def start_writer(warehouse: Path, stop: Path, *statements: str) -> subprocess.Popen[str]:
+    writer = subprocess.Popen(
+        [sys.executable, str(WRITER), str(warehouse), str(stop), *statements],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=replicate_env(),
+    )
+    assert writer.stdout is not None
+    line = writer.stdout.readline()
+    assert line.strip() == "ready", writer.stderr.read() if writer.stderr else line
+    return writer
+
+
+def wait_for_table(warehouse: Path, identifier: tuple[str, str], timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        table = read_table(warehouse, identifier)
+        if table is not None and table.latest_binlake is not None:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{identifier} never got its first binlake commit")
+
+
+def test_replicate_keeps_running_while_another_process_alters_deletes_and_compacts(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    database = f"cw_{uuid.uuid4().hex[:8]}"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT, note VARCHAR(20))")
+    values = ", ".join(f"({i}, 0, 'row {i}')" for i in range(ROWS))
+    source.execute(f"INSERT INTO {database}.t VALUES {values}")
+    config = config_for(
+        tmp_path, source, spark, database, applier="max_seconds = 0.2\ncommit_retries = 50\n"
+    )
+    warehouse = lake_warehouse(spark)
+    err_path = tmp_path / "replicate.err"
+    with err_path.open("w") as err:
+        replicate = subprocess.Popen(
+            replicate_command(config), stdout=subprocess.DEVNULL, stderr=err, env=replicate_env()
+        )
+    stop_workload = threading.Event()
+    stop_writer = tmp_path / "stop-writer"
+    table = f"lake.{database}.t"
+    try:
+        wait_for_table(warehouse, (database, "t"))
+        # Iceberg's own retries would hide most conflicts: every one reaches binlake.
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('commit.retry.num-retries'='0')")  # type: ignore[attr-defined]
+        workload = threading.Thread(target=update_rows, args=(source, database, stop_workload))
+        workload.start()
+        writer = start_writer(
+            warehouse,
+            stop_writer,
+            f"ALTER TABLE {table} SET TBLPROPERTIES ('other.writer'='{{n}}')",
+            f"7:DELETE FROM {table} WHERE id % 7 = 0",
+            f"11:CALL lake.system.rewrite_data_files(table => '{database}.t', "
+            "options => map('min-input-files', '2'))",
+        )
+        time.sleep(45)
+        stop_writer.touch()
+        out, err_text = writer.communicate(timeout=120)
+        stop_workload.set()
+        workload.join()
+        assert replicate.poll() is None, err_path.read_text()[-6000:]
+        assert "commits" in out and int(out.split()[-3]) > 0, out + err_text
+    finally:
+        stop_writer.touch()
+        stop_workload.set()
+        replicate.send_signal(signal.SIGTERM)
+        replicate.wait(timeout=180)
+    assert replicate.returncode == 0, err_path.read_text()[-6000:]
+    # The other writer's DELETEs took rows the source still has: update every row once more, so
+    # that the lake equals the source again (the MERGE inserts a key it no longer holds).
+    source.execute(f"UPDATE {database}.t SET v = v + 1")
+    final = run_replicate(config, "--until-caught-up")
+    assert final.returncode == 0, describe(final)
+    assert assert_verify_passes(config, spark) == [f"{database}.t"]
+    assert_history_is_exactly_once(config, spark)
+    status = run_binlake("status", config, "--json")
+    retries = sum(t["commit_retries"] for t in json.loads(status.stdout)["tables"])
+    assert retries > 0, status.stdout
+    assert "re-planning and committing again" in err_path.read_text()
+
+
+def update_rows(source: MariaDBSandbox, database: str, stop: threading.Event) -> None:
+    n = 0
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        while not stop.is_set():
+            n += 1
+            cursor.execute(
+                "UPDATE t SET v = v + 1, note = %s WHERE id %% 10 = %s", (f"u{n}", n % 10)
+            )
+            cursor.execute(
+                "INSERT INTO t VALUES (%s, 0, 'new') ON DUPLICATE KEY UPDATE v = v + 1",
+                (ROWS + n,),
+            )
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("iceberg_retries", [0, 4])
+def test_the_hadoop_catalog_refuses_a_commit_built_on_metadata_another_process_replaced(
+    spark: object, iceberg_retries: int
+) -> None:
+    """Writer A loads the table (version N) and prepares a commit; writer B, another process,
+    commits version N+1; A's commit then finds v(N+1).metadata.json and fails
+    (CommitFailedException), changing nothing, unless Iceberg's own retries may re-apply it on
+    B's metadata."""
+    table = f"lake.promise.t{uuid.uuid4().hex[:8]}"
+    run = spark.sql  # type: ignore[attr-defined]
+    run("CREATE NAMESPACE IF NOT EXISTS lake.promise")
+    run(
+        f"CREATE TABLE {table} (id INT) USING iceberg "
+        f"TBLPROPERTIES ('commit.retry.num-retries'='{iceberg_retries}')"
+    )
+    location = run(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").collect()
+    path = location[0]["data_type"]
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    tables = jvm.org.apache.iceberg.hadoop.HadoopTables(
+        spark.sparkContext._jsc.hadoopConfiguration()
+    )  # type: ignore[attr-defined]
+    stale = tables.load(path).updateProperties().set("writer", "A")
+    before = sorted(
+        p.name
+        for p in Path(path.removeprefix("file:")).joinpath("metadata").glob("v*.metadata.json")
+    )
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; "
+            "from binlake.lake.session import SparkSettings, build_session, stop_session; "
+            "s = build_session(SparkSettings(app_name='b', warehouse=Path(sys.argv[1]))); "
+            f"s.sql(\"ALTER TABLE {table} SET TBLPROPERTIES ('writer'='B', 'b'='1')\"); "
+            "stop_session(s)",
+            str(lake_warehouse(spark)),
+        ],
+        capture_output=True,
+        text=True,
+        env=replicate_env(),
+        timeout=240,
+    )
+    assert other.returncode == 0, other.stderr
+    if iceberg_retries == 0:
+        with pytest.raises(Exception, match=r"CommitFailedException: Version \d+ already exists"):
+            stale.commit()
+    else:
+        stale.commit()  # rebased on B's metadata by Iceberg's own retry
+    metadata = Path(path.removeprefix("file:")) / "metadata"
+    after = sorted(p.name for p in metadata.glob("v*.metadata.json"))
+    properties = dict(
+        (row["key"], row["value"]) for row in run(f"SHOW TBLPROPERTIES {table}").collect()
+    )
+    assert properties["b"] == "1"  # B's commit is never lost to A's
+    if iceberg_retries == 0:
+        assert properties["writer"] == "B" and len(after) == len(before) + 1
+    else:
+        assert properties["writer"] == "A" and len(after) == len(before) + 2
