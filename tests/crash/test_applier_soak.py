@@ -69,7 +69,7 @@ TAIL_DAMAGE = (*TORN_SHAPES, "crc_inside_last_transaction")
 CHUNK = 10
 #: The short soak of `make test`: its seeds, and seconds of kills and faults per seed.
 SHORT_SOAK_SEEDS = (926091, 4242)
-SHORT_SOAK_S = 75.0
+SHORT_SOAK_S = 45.0
 
 
 class Deck:

@@ -209,3 +209,14 @@ def test_a_ddl_unit_with_a_zone_fact_is_still_a_ddl_unit() -> None:
     groups = list(iter_groups(EventStream(log.bytes()), TransactionGrouper()))
     unit = classify(relay_group(groups[-1], "relay-bin.000001", 0), lambda _table: True)
     assert unit.kind is UnitKind.DDL and unit.tables == {TableName("shop", "orders")}
+
+
+def test_binlog_dump_describes_source_facts() -> None:
+    from binlake.cli.render import describe
+
+    raw = encode_event(SourceFactsEvent(HINTS), MARIADB_CTX, server_id=0, flags=FLAGS)
+    event = decode_event(raw, MARIADB_CTX)
+    assert describe(event, None) == ("source facts: `we.ird db`.`tâble x` hints [a inet6, u uuid]")
+    raw = encode_event(SourceFactsEvent(TIMES), MARIADB_CTX, server_id=0, flags=FLAGS)
+    text = describe(decode_event(raw, MARIADB_CTX), None)
+    assert text == "source facts: time zone Europe/Paris, 1 local times, 1 instants"

@@ -29,7 +29,9 @@ from binlake.binlog.events import (
     XidEvent,
 )
 from binlake.binlog.format import FormatContext
+from binlake.binlog.names import TableName
 from binlake.binlog.rows import ABSENT, Row, RowsEvent
+from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent, ZoneTimes
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
 
@@ -118,7 +120,20 @@ def describe(event: BinlogEvent, table: TableMap | None) -> str:
         case RowsEvent():
             name = table.qualified_name if table is not None else "?"
             return f"table id {p.table_id} ({name})"
+        case SourceFactsEvent():
+            return _describe_facts(p.fact)
     return ""
+
+
+def _describe_facts(fact: ColumnHints | ZoneTimes) -> str:
+    """binlake's source facts (binlog/source_facts.py), in a line."""
+    if isinstance(fact, ColumnHints):
+        hints = ", ".join(f"{name} {hint}" for name, hint in sorted(fact.hints.items()))
+        return f"source facts: {TableName(fact.database, fact.table)} hints [{hints}]"
+    return (
+        f"source facts: time zone {fact.zone}, {len(fact.local_times)} local times, "
+        f"{len(fact.instants)} instants"
+    )
 
 
 def event_json(event: BinlogEvent, table: TableMap | None) -> dict[str, JsonValue]:
