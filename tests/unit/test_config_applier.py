@@ -108,6 +108,12 @@ def test_lists_and_tables_from_the_environment_are_toml_values(tmp_path: Path) -
         ('[tables]\non_drop = "purge"\n', "tables.on_drop", "not one of keep, drop"),
         ("[tables]\nkey_columns = { audit = ['id'] }\n", "tables.key_columns", "not a db.table"),
         ("[tables]\nkey_columns = { 'a.b' = [] }\n", "tables.key_columns", "non-empty list"),
+        ('[tables]\ninclude = ["`we.ird db.*"]\n', "tables.include", "backtick is not closed"),
+        ('[tables]\nexclude = ["a.b.c"]\n', "tables.exclude", "not a db.table glob"),
+        ('[tables]\ninclude = ["`a`b.*"]\n', "tables.include", "beside a backtick"),
+        ("[tables]\nkey_columns = { 'we.ird db.t' = ['id'] }\n", "tables.key_columns", "not a db"),
+        ("[applier]\ncommit_retries = -1\n", "applier.commit_retries", "out of range"),
+        ("[applier]\ncommit_retry_max_s = -1\n", "applier.commit_retry_max_s", "greater"),
         ("[target]\nnamespace_map = { shop = 'a b' }\n", "target.namespace_map", "must be a name"),
         ("[target]\nnamespace_map = { shop = 'a.b' }\n", "target.namespace_map", "one level"),
         ("[target]\nnamespace_map = ['shop']\n", "target.namespace_map", "TOML table"),
@@ -125,8 +131,20 @@ def test_a_bad_applier_value_is_a_config_error_naming_its_field(
 ) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
         load(tmp_path, text)
-    assert caught.value.field == field
+    assert caught.value.field == field and caught.value.hint
     assert exit_code_for(caught.value) == 78
+
+
+def test_awkward_names_in_globs_and_key_columns_are_pairs(tmp_path: Path) -> None:
+    config = load(
+        tmp_path,
+        '[tables]\ninclude = ["`we.ird db`.*", "Shop.`t``1`"]\n'
+        'exclude = ["`we.ird db`.`tmp *`"]\n'
+        'key_columns = { "`we.ird db`.`log x`" = ["id"] }\n',
+    )
+    assert config.tables.include == (TableGlob("we.ird db", "*"), TableGlob("Shop", "t`1"))
+    assert config.tables.exclude == (TableGlob("we.ird db", "tmp *"),)
+    assert config.tables.key_columns == {TableName("we.ird db", "log x"): ("id",)}
 
 
 def test_a_list_in_the_environment_that_is_not_toml_is_named(tmp_path: Path) -> None:

@@ -175,3 +175,20 @@ def test_a_version_1_plan_and_request_are_read_at_their_first_dot(tmp_path: Path
     folder.mkdir()
     (folder / "1.request").write_text(json.dumps({"version": 1, "tables": ["shop.orders"]}))
     assert take_requests(folder, SnapshotPlan(path)) == [TableName("shop", "orders")]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"version": 2, "tables": [{"database": "", "table": "t", "id": "1", "reason": "x"}]},
+        {"version": 2, "tables": [{"database": "db", "id": "1", "reason": "x"}]},
+        {"version": 2, "tables": {"db.t": {"id": "1", "reason": "x"}}},
+        {"version": 1, "tables": {"nodot": {"id": "1", "reason": "x"}}},
+    ],
+)
+def test_a_plan_with_bad_names_is_a_typed_error(tmp_path: Path, data: object) -> None:
+    path = tmp_path / "snapshot.plan"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SnapshotPlanError, match="not valid") as caught:
+        SnapshotPlan(path).read()
+    assert caught.value.file == str(path) and caught.value.hint

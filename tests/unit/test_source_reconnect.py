@@ -86,3 +86,14 @@ def test_a_stop_during_the_wait_abandons_it() -> None:
     with pytest.raises(SourceWaitAbandoned):
         retrying(flaky, policy, reset=flaky.reset, stop=stop)
     assert flaky.calls == 1
+
+
+def test_a_closed_pymysql_connection_is_a_lost_connection() -> None:
+    import pymysql
+
+    from binlake.source.errmap import map_pymysql_error
+    from binlake.source.settings import ConnectionSettings
+
+    settings = ConnectionSettings("127.0.0.1", 3306, "u", b"", 7)
+    error = map_pymysql_error(pymysql.err.InterfaceError(0, ""), settings, during="ROLLBACK")
+    assert isinstance(error, SourceConnectionLostError) and error.retryable and error.hint

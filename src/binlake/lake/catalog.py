@@ -12,6 +12,7 @@ from binlake.lake.commit import current_lineage
 from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
 from binlake.lake.spark_errors import spark_errors
 from binlake.lake.sql import quote
+from binlake.lake.table_actions import split_name
 from binlake.lake.target import LakeTarget
 
 
@@ -40,7 +41,11 @@ def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable
     with spark_errors(f"SHOW NAMESPACES IN {catalog}"):
         namespaces = [row[0] for row in spark.sql(f"SHOW NAMESPACES IN {catalog}").collect()]
     out = []
-    for namespace in sorted(namespaces):
+    for shown in sorted(namespaces):
+        parts = split_name(shown)  # Spark shows `we.ird db` quoted
+        if len(parts) != 1:
+            continue  # a nested namespace: binlake writes one level only
+        namespace = parts[0]
         statement = f"SHOW TABLES IN {catalog}.{quote(namespace)}"
         with spark_errors(statement):
             names = [row["tableName"] for row in spark.sql(statement).collect()]
