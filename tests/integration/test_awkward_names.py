@@ -129,4 +129,4 @@ def test_every_command_takes_awkward_names_as_pairs(
     after = run_binlake("verify", config)
     assert after.returncode == 0, describe(after)
     history = assert_history_is_exactly_once(config, spark)
-    assert set(history) == expected
+    assert set(history) == {str(name) for name in expected}
