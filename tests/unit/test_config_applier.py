@@ -113,7 +113,6 @@ def test_lists_and_tables_from_the_environment_are_toml_values(tmp_path: Path) -
         ('[tables]\ninclude = ["`a`b.*"]\n', "tables.include", "beside a backtick"),
         ("[tables]\nkey_columns = { 'we.ird db.t' = ['id'] }\n", "tables.key_columns", "not a db"),
         ("[applier]\ncommit_retries = -1\n", "applier.commit_retries", "out of range"),
-        ("[applier]\ncommit_retry_max_s = -1\n", "applier.commit_retry_max_s", "greater"),
         ("[target]\nnamespace_map = { shop = 'a b' }\n", "target.namespace_map", "must be a name"),
         ("[target]\nnamespace_map = { shop = 'a.b' }\n", "target.namespace_map", "one level"),
         ("[target]\nnamespace_map = ['shop']\n", "target.namespace_map", "TOML table"),

@@ -125,7 +125,10 @@ def test_the_catalog_password_comes_from_a_file_or_a_named_variable_only(tmp_pat
     from_file = load(
         tmp_path, JDBC.replace('password_env = "LAKE_CATALOG_PASSWORD"', 'password_file = "pw"')
     )
-    assert from_file.catalog.password is not None and from_file.catalog.password.reveal_text() == SECRET
+    assert (
+        from_file.catalog.password is not None
+        and from_file.catalog.password.reveal_text() == SECRET
+    )
     with pytest.raises(ConfigError, match="LAKE_CATALOG_PASSWORD, which is not set"):
         load(tmp_path, JDBC)
     named = JDBC.replace("LAKE_CATALOG_PASSWORD", "BINLAKE_CATALOG_PW")

@@ -30,19 +30,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
-from binlake.apply.catalog_retry import CatalogRetry, retryable
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
+from binlake.apply.retry import Retry
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import MB, Console, reconnect_notice
 from binlake.crashpoints import crash_point
-from binlake.errors import CatalogError, CommitConflictError, SourcePositionLostError
-from binlake.lake.commit_retry import CommitRetry, CommitRetryPolicy
+from binlake.errors import CommitConflictError, SourcePositionLostError
 from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
 from binlake.lake.target import LakeTarget
@@ -67,6 +68,7 @@ from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan
 from binlake.storage.index import LogIndex
 from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
 
+T = TypeVar("T")
 #: Longest wait for the relay log before the loop looks at the stop flag and the clocks.
 POLL_S = 0.25
 #: Seconds between looks for ``binlake snapshot`` requests while streaming.
@@ -126,9 +128,6 @@ class Applier:
             key_columns=config.tables.key_columns,
             hints=self._hints,
             on_evolved=self._release_holds,
-            commit_retry=CommitRetry(
-                CommitRetryPolicy.from_config(config.applier), on_retry=self._commit_retried
-            ),
         )
         applier = config.applier
         self._builder = BatchBuilder(
@@ -145,12 +144,14 @@ class Applier:
         self._gap_check: tuple[TableName, SourcePosition] | None = None
         self._snapshots = SnapshotRunner(config, spark, self.lake, console, self._stop)
         self._requests_checked = 0.0
-        self._catalog_retry = CatalogRetry(
+        self._retry = Retry(
             lambda: probe_catalog(spark, target),
             Backoff.from_config(config.receiver),
             config.applier.catalog_give_up_s,
             console,
             self._stop,
+            conflicts=config.applier.commit_retries,
+            on_conflict=self._commit_retried,
         )
 
     def request_stop(self) -> None:
@@ -234,7 +235,7 @@ class Applier:
         if empty_relay or not positions:  # no position at all: a crash may have come before
             runner.plan_initial(positions)  # the plan was written
         runner.take_requests()
-        runner.run()
+        self._retrying(runner.run)
 
     def _snapshot_requested(self) -> None:
         """Between batches: tables ``binlake snapshot`` asked for while this runs. The open
@@ -248,7 +249,7 @@ class Applier:
             return
         self._apply_all(self._builder.flush())
         with self._started().warehouse_sync.committing():
-            self._snapshots.run()
+            self._retrying(self._snapshots.run)
 
     def _started(self) -> _Session:
         session = self._session
@@ -334,24 +335,33 @@ class Applier:
         return True
 
     def _apply_retrying(self, session: _Session, batch: Batch, number: int) -> BatchResult | None:
-        """``batch`` applied, riding out a failing catalog (``catalog_retry``): after each
-        failure every table's position is read from the catalog again, so a commit that
-        landed before its answer was lost is not applied twice. None: a stop was requested
-        while the catalog failed (the batch is abandoned, read again at the next start)."""
-        while True:
-            try:
-                with session.warehouse_sync.committing():
-                    return session.batches.apply(batch, number)
-            except CatalogError as error:
-                if not retryable(error):
-                    raise
-                if not self._catalog_retry.wait(error):
-                    return None
-                self.lake.reload()
+        """``batch`` applied, riding out a failing catalog or another writer's commit
+        (``binlake.apply.retry``): after each failure every table's position is read from the
+        catalog again, so a commit that landed before its answer was lost is not applied
+        twice. None: a stop was requested while waiting (the batch is abandoned, read again at
+        the next start)."""
 
-    def _commit_retried(
-        self, table: str, retry: int, conflict: CommitConflictError, wait_s: float
-    ) -> None:
+        def apply() -> BatchResult:
+            with session.warehouse_sync.committing():
+                return session.batches.apply(batch, number)
+
+        return self._retrying(apply)
+
+    def _retrying(self, work: Callable[[], T]) -> T | None:
+        """``work()`` under the one retry policy; ``Lake.retries`` tells its commits how many
+        times it was tried again."""
+
+        def reload() -> None:
+            self.lake.reload()
+            self.lake.retries = self._retry.retries
+
+        try:
+            return self._retry.run(work, reload)
+        finally:
+            self.lake.retries = 0
+
+    def _commit_retried(self, conflict: CommitConflictError, retry: int, wait_s: float) -> None:
+        table = conflict.table or "?"
         self.metrics.inc_counter(COMMIT_RETRIES, {"table": table}, 1)
         limit = self.config.applier.commit_retries
         self.console.message(

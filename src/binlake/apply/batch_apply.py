@@ -45,7 +45,7 @@ from binlake.ddl.parse import parse_ddl
 from binlake.ddl.statements import AlterTable, DdlStatement, RenameTables
 from binlake.lake.changes import ChangeLog, KeyedChanges
 from binlake.lake.commit import BATCH, GTID, POSITION, RELAY
-from binlake.lake.commit_retry import with_retries
+from binlake.lake.iceberg_meta import with_retries
 from binlake.lake.table_actions import (
     ClaimTableName,
     DeleteAllRows,

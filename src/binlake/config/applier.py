@@ -105,8 +105,6 @@ class ApplierConfig:
     catalog_give_up_s: float = 300.0
     #: Commits tried again after another writer committed to the table first.
     commit_retries: int = 10
-    #: Longest wait between two of those tries (capped exponential backoff with jitter).
-    commit_retry_max_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -239,15 +237,8 @@ APPLIER_KEYS: tuple[Key, ...] = (
         "int",
         int_value(0, 10_000),
         10,
-        "times a table's commit is re-planned and tried again after another writer committed "
-        "first (0: never)",
-    ),
-    Key(
-        "commit_retry_max_s",
-        "float",
-        float_value(0.0, 3600.0),
-        5.0,
-        "longest wait between two tries of a commit (doubles from 0.1 s, with jitter)",
+        "conflicts in a row with another writer's commit after which binlake replicate stops; "
+        "each waits the [receiver] reconnect_* backoff, then the batch is applied again (0: never)",
     ),
 )
 

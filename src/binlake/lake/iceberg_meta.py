@@ -36,6 +36,9 @@ from binlake.position import SourcePosition, parse_position
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
 POSITION_KEY = "binlake.position"
+#: How many times the applier's retry (``binlake.apply.retry``) tried a commit's work again
+#: before it went through (absent: the first try).
+RETRIES = "binlake.retries"
 _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
 
 
@@ -241,3 +244,11 @@ def _snapshot(raw: Mapping[str, Any]) -> LakeSnapshot:
         timestamp_ms=int(raw.get("timestamp-ms", 0)),
         summary=summary,
     )
+
+
+def with_retries(properties: Mapping[str, str], retries: int) -> dict[str, str]:
+    """A commit's ``binlake.*`` properties, with ``binlake.retries`` when it was retried."""
+    out = dict(properties)
+    if retries:
+        out[RETRIES] = str(retries)
+    return out

@@ -61,7 +61,6 @@ from binlake.lake.commit import (
     execute_with_commit_properties,
     latest_binlake_summary,
 )
-from binlake.lake.commit_retry import CommitRetry
 from binlake.lake.frames import dataframe_from_arrow
 from binlake.lake.iceberg_meta import LakeTable as LakeLineage
 from binlake.lake.iceberg_meta import lake_tables
@@ -145,14 +144,14 @@ class Lake:
         key_columns: Mapping[TableName, Sequence[str]],
         hints: SourceHints,
         on_evolved: Callable[[TableName], None] = lambda _table: None,
-        commit_retry: CommitRetry | None = None,
     ) -> None:
         self.spark = spark
         self.target = target
         self.key_columns = key_columns
         self.source_hints = hints
-        #: Every commit to a table goes through it (``committing``).
-        self.commit_retry = commit_retry or CommitRetry()
+        #: Times the applier's retry (``binlake.apply.retry``) tried the current work again:
+        #: every commit to a table carries it (``committing``, ``binlake.retries``).
+        self.retries = 0
         #: Called with the source table once its pending DDL is in its Iceberg schema.
         self.on_evolved = on_evolved
         self._tables: dict[TableName, LakeTable] = {}
@@ -214,25 +213,11 @@ class Lake:
         return table
 
     def committing(self, source: TableName, attempt: Callable[[int], T]) -> T:
-        """``attempt(retries)``, planned and committed again, after the table is read anew,
-        when another writer committed to ``source``'s table first (``lake.commit_retry``)."""
-        return self.commit_retry.run(str(source), attempt, reload=lambda: self.reload(source))
-
-    def reload(self, source: TableName) -> None:
-        """Read ``source``'s table (schema, applied position) from the catalog again, keeping
-        the DDL still waiting for it (it is not in the table yet)."""
-        before = self._tables.pop(source, None)
-        self._applied.pop(source, None)
-        name = self.target.lake_table(source)
-        if not self.target.embedded:
-            with spark_errors(f"REFRESH TABLE {name}", str(source)):
-                if table_exists(self.spark, name):
-                    self.spark.sql(f"REFRESH TABLE {name}")
-        table = self.table(source)
-        if before is not None:
-            table.pending_ddl = before.pending_ddl
-            table.pending_alters = before.pending_alters
-            table.hint_names = {**before.hint_names, **table.hint_names}
+        """``attempt(retries)``: every commit to ``source``'s table goes through here, told how
+        many times its work was tried again (a retried attempt checks first whether the table
+        already holds it). A conflict with another writer propagates: the applier's retry
+        (``binlake.apply.retry``) reloads every table and does the work again."""
+        return attempt(self.retries)
 
     def drop(self, source: TableName) -> None:
         """Drop ``source``'s Iceberg table if there is one, and forget what was known of it."""

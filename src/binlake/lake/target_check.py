@@ -88,7 +88,7 @@ def target_namespaces(target: LakeTarget) -> list[str]:
     of the databases in ``include`` globs without wildcards in the database part."""
     names = set(target.namespace_map.values())
     for glob in target.include:
-        database = glob.split(".", 1)[0]
+        database = glob.database
         wildcard = any(c in database for c in "*?[]")
         if database and not wildcard and database.lower() not in SYSTEM_DATABASES:
             names.add(target.namespace(database))

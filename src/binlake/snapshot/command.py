@@ -8,7 +8,10 @@
   their copies hold.
 
 Either way the plan makes it crash-safe: a table stays planned until its last chunk is
-committed, and any later start finishes it.
+committed, and any later start finishes it. That is also why this command does not retry a
+chunk commit another writer beat (``CommitConflictError``) or a failing catalog: it exits with
+the error, and running it again (or the next ``binlake replicate``, whose retry,
+``binlake.apply.retry``, covers its copies) resumes from the plan.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console, reconnect_notice
 from binlake.errors import StateLockedError
-from binlake.lake.commit_retry import CommitRetry, CommitRetryPolicy
 from binlake.lake.session import build_session, spark_settings, stop_session
 from binlake.lake.tables import Lake
 from binlake.lake.target import lake_target
@@ -58,14 +60,7 @@ def snapshot_tables(
         address = f"{config.source.host}:{config.source.port}"
         hints = source_hints(config, notify=reconnect_notice(console, "snapshot", address))
         try:
-            retry = CommitRetry(CommitRetryPolicy.from_config(config.applier))
-            lake = Lake(
-                spark,
-                target,
-                key_columns=config.tables.key_columns,
-                hints=hints,
-                commit_retry=retry,
-            )
+            lake = Lake(spark, target, key_columns=config.tables.key_columns, hints=hints)
             runner = SnapshotRunner(config, spark, lake, console)
             runner.plan.add(tables, "requested")
             return SnapshotOutcome(copies=runner.run())

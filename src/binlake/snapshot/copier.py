@@ -42,8 +42,8 @@ from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.lake.changes import ChangeLog, column_array
 from binlake.lake.commit import POSITION, append_with_commit_properties, latest_binlake_summary
-from binlake.lake.commit_retry import with_retries
 from binlake.lake.frames import dataframe_from_arrow
+from binlake.lake.iceberg_meta import with_retries
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of

@@ -33,8 +33,7 @@ from typing import Any
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
-from binlake.lake.commit_retry import RETRIES
-from binlake.lake.iceberg_meta import LakeTable, lake_tables
+from binlake.lake.iceberg_meta import RETRIES, LakeTable, lake_tables
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, before, earliest
