@@ -95,7 +95,7 @@ def test_replicate_keeps_running_while_another_process_alters_deletes_and_compac
             f"11:CALL lake.system.rewrite_data_files(table => '{database}.t', "
             "options => map('min-input-files', '2'))",
         )
-        time.sleep(30)
+        wait_for_retries(err_path, replicate, count=3, at_least_s=12.0)
         stop_writer.touch()
         out, err_text = writer.communicate(timeout=120)
         stop_workload.set()
@@ -119,6 +119,19 @@ def test_replicate_keeps_running_while_another_process_alters_deletes_and_compac
     retries = sum(t["commit_retries"] for t in json.loads(status.stdout)["tables"])
     assert retries > 0, status.stdout
     assert "re-planning and committing again" in err_path.read_text()
+
+
+def wait_for_retries(
+    err_path: Path, replicate: subprocess.Popen[bytes], count: int, at_least_s: float
+) -> None:
+    """Until replicate logged ``count`` conflict retries and ``at_least_s`` passed (the writer's
+    DELETEs and compactions come every 7th and 11th of its commits), at most 90 s."""
+    started = time.monotonic()
+    while time.monotonic() - started < 90.0 and replicate.poll() is None:
+        retries = err_path.read_text(errors="replace").count("re-planning and committing again")
+        if retries >= count and time.monotonic() - started >= at_least_s:
+            return
+        time.sleep(0.5)
 
 
 def update_rows(source: MariaDBSandbox, database: str, stop: threading.Event) -> None:
