@@ -55,4 +55,5 @@ def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable
 
 def table_exists(spark: SparkSession, target: LakeTarget, identifier: tuple[str, ...]) -> bool:
     name = ".".join(quote(p) for p in (target.catalog, *identifier))
-    return bool(spark.catalog.tableExists(name))
+    with spark_errors(f"tableExists({name})", table=name):
+        return bool(spark.catalog.tableExists(name))

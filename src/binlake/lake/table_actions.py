@@ -326,7 +326,10 @@ def catalog_can_rename(spark: SparkSession, table: str) -> bool:
 
 
 def table_exists(spark: SparkSession, table: str) -> bool:
-    return bool(spark.catalog.tableExists(table))
+    """Whether the catalog has ``table``; a catalog that fails to answer is a typed error (a
+    ``CatalogUnreachableError`` the applier's retry waits out), never a raw Java one."""
+    with spark_errors(f"tableExists({table})", table=table):
+        return bool(spark.catalog.tableExists(table))
 
 
 def table_exists_now(spark: SparkSession, table: str) -> bool:
