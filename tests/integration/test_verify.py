@@ -359,9 +359,11 @@ def test_cli_verify_json_has_a_stable_shape_and_exit_zero_when_equal(world: Worl
     assert set(data) == {"version", "ok", "tables"} and data["ok"] is True
     (table,) = data["tables"]
     assert set(table) == {
-        "table", "lake_table", "status", "position", "lake_position", "snapshot_id", "keyless",
-        "attempts", "source", "lake", "differences", "schema_problems", "note", "error",
+        "table", "source_database", "source_table", "lake_table", "status", "position",
+        "lake_position", "snapshot_id", "keyless", "attempts", "source", "lake", "differences",
+        "schema_problems", "note", "error",
     }  # fmt: skip
+    assert (table["source_database"], table["source_table"]) == (world.db, "t")
     assert table["source"] == {"rows": 4, "checksum": table["lake"]["checksum"]}
     assert set(table["differences"]) == {"missing_in_lake", "extra_in_lake", "different"}
     assert table["differences"]["different"] == {"count": 0, "keys": []}
