@@ -238,7 +238,11 @@ def write_rows(
     rows: list[tuple[Any, ...]],
     position: SourcePosition,
     batch: int = 1,
+    *,
+    extra: dict[str, str] | None = None,
 ) -> None:
+    """Commit ``rows`` as the table's whole content, at ``position`` (``extra``: more
+    ``binlake.*`` summary properties, e.g. a copy's ``binlake.snapshot`` progress)."""
     arrow_schema = schema.arrow_schema()
     columns = [list(column) for column in zip(*rows, strict=True)] if rows else []
     arrays = [
@@ -249,6 +253,9 @@ def write_rows(
     view = f"v_{uuid.uuid4().hex[:10]}"
     dataframe_from_arrow(spark, arrow, spark_schema(schema)).createOrReplaceTempView(view)
     execute_with_commit_properties(
-        spark, f"INSERT OVERWRITE {name} SELECT * FROM {view}", properties(position, batch), name
+        spark,
+        f"INSERT OVERWRITE {name} SELECT * FROM {view}",
+        {**properties(position, batch), **(extra or {})},
+        name,
     )
     spark.catalog.dropTempView(view)

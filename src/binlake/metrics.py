@@ -33,6 +33,7 @@ DEFAULT_HOST = "127.0.0.1"
 EVENTS_RECEIVED = "binlake_events_received_total"
 TRANSACTIONS_APPLIED = "binlake_transactions_applied_total"
 ROWS_APPLIED = "binlake_rows_applied_total"
+COMMITS = "binlake_commits_total"
 LAG_BYTES = "binlake_lag_bytes"
 LAG_SECONDS = "binlake_lag_seconds"
 FSYNCS = "binlake_fsyncs_total"
@@ -45,6 +46,10 @@ STANDARD: dict[str, tuple[str, str]] = {
     EVENTS_RECEIVED: ("counter", "Binlog events received from the source."),
     TRANSACTIONS_APPLIED: ("counter", "Source transactions applied to the lake."),
     ROWS_APPLIED: ("counter", "Row changes applied, per lake table."),
+    COMMITS: (
+        "counter",
+        "Rows commits per lake table and write (row-delta, merge, append; reason: why merge).",
+    ),
     LAG_BYTES: ("gauge", "Bytes of source binlog not yet in the table."),
     LAG_SECONDS: ("gauge", "Seconds since the oldest source change not yet in the table."),
     FSYNCS: ("counter", "fsync calls made by this process, by purpose."),

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from applier_workload import TWO_STEP_DDL, ShopWorkload
 
+from binlake.config import load_config
 from binlake.crashpoints import POINTS
+from binlake.lake.target import lake_target
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
 from binlake_dev.sandbox import MariaDBSandbox
@@ -41,6 +43,7 @@ from replicate_testing import (
 #: Crash point -> the pass to die at.
 CASES = {
     "apply_before_commit": "apply_before_commit:2",
+    "apply_before_delta_commit": "apply_before_delta_commit:3",
     "apply_between_tables": "apply_between_tables:2",
     "apply_after_commits": "apply_after_commits:2",
     "apply_during_ddl": "apply_during_ddl:1",
@@ -130,3 +133,42 @@ def test_a_relay_tail_lost_after_it_was_applied_is_refetched_and_skipped_by_posi
     assert "relay log lost a tail already applied to" in second.stderr, describe(second)
     assert_verify_passes(config, spark)
     assert_history_is_exactly_once(config, spark)
+
+
+def test_files_a_row_delta_stored_before_a_crash_are_orphans_no_read_sees(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """Killed between storing a row delta's files and committing them: no snapshot names the
+    files, the table's position has not moved, and the restart writes the batch again under
+    new names; the files of the killed run stay behind unread (orphans)."""
+    database = "crash_orphans"
+    workload = ShopWorkload(source, database, seed=5).create()
+    workload.run(10)
+    config = config_for(tmp_path, source, spark, database, applier="max_transactions = 4\n")
+    first = run_replicate(config, "--until-caught-up")
+    assert first.returncode == 0, describe(first)
+    table = lake_target(load_config(config)).lake_table(f"{database}.orders")
+    position_before = lake_offset(lake_warehouse(spark), (database, "orders"))
+    workload.run(6)
+    killed = run_replicate(config, crash_point="apply_before_delta_commit:1")
+    assert killed.returncode == -9, describe(killed)
+    assert lake_offset(lake_warehouse(spark), (database, "orders")) == position_before
+    data = lake_warehouse(spark) / database / "orders" / "data"
+    orphans = {p.name for p in data.iterdir() if p.name.startswith("binlake-")}
+    spark.sql(f"REFRESH TABLE {table}")  # type: ignore[attr-defined]
+    named = {
+        Path(row[0]).name
+        for row in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()  # type: ignore[attr-defined]
+    }
+    orphans -= named
+    assert orphans, "the killed run stored no row-delta file"
+    again = run_replicate(config, "--until-caught-up")
+    assert again.returncode == 0, describe(again)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+    spark.sql(f"REFRESH TABLE {table}")  # type: ignore[attr-defined]
+    named = {
+        Path(row[0]).name
+        for row in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()  # type: ignore[attr-defined]
+    }
+    assert not orphans & named  # the restart wrote its own files; the orphans stay unread

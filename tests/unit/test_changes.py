@@ -23,8 +23,10 @@ COLUMNS_3 = (
 )
 
 
-def keyed() -> KeyedChanges:
-    return KeyedChanges("shop.items", NAMES_3, ("id",))
+def keyed(*, lake_exact: bool = True) -> KeyedChanges:
+    """Changes of a table the lake holds exactly as the source did before the batch (the
+    rules of the table below), unless ``lake_exact`` is false."""
+    return KeyedChanges("shop.items", NAMES_3, ("id",), lake_exact=lake_exact)
 
 
 def net(changes: KeyedChanges) -> list[tuple[str, tuple[object, ...] | None]]:
@@ -98,6 +100,82 @@ def test_keys_swapped_through_a_third_key_end_as_two_upserts() -> None:
         ((1,), "U", (1, "two", 2)),
         ((2,), "U", (2, "one", 1)),
     ]
+
+
+def test_while_the_lake_may_hold_a_key_an_insert_then_a_delete_is_a_delete() -> None:
+    """A copy catching up may hold a row inserted after its first chunk: the delete that
+    follows the re-applied insert must reach the lake."""
+    changes = keyed(lake_exact=False)
+    changes.insert((1, "a", 5))
+    changes.delete((1, "a", 5))
+    assert net(changes) == [("D", None)]
+
+
+def test_while_the_lake_may_hold_a_key_a_swap_through_a_third_key_deletes_it() -> None:
+    changes = keyed(lake_exact=False)
+    changes.update((1, "one", 1), (3, "one", 1))
+    changes.update((2, "two", 2), (1, "two", 2))
+    changes.update((3, "one", 1), (2, "one", 1))
+    assert sorted((key, op.value) for op, _row, key in changes.net()) == [
+        ((1,), "U"),
+        ((2,), "U"),
+        ((3,), "D"),
+    ]
+
+
+def delta_keys(changes: KeyedChanges) -> list[int]:
+    return sorted(changes.delta(COLUMNS_3)[1].column("id").to_pylist())
+
+
+def test_a_row_delta_deletes_every_deleted_and_updated_key_but_no_fresh_insert() -> None:
+    changes = keyed()
+    changes.insert((1, "new", 1))  # fresh: the lake cannot hold key 1
+    changes.update((2, "b", 2), (2, "b2", 2))  # the lake holds 2: its old row goes
+    changes.delete((3, "c", 3))
+    changes.delete((4, "d", 4))
+    changes.insert((4, "d again", 4))  # deleted then inserted: the old row goes
+    changes.insert((5, "e", 5))
+    changes.update((5, "e", 5), (5, "e2", 5))  # inserted then updated: still fresh
+    changes.update((6, "f", 6), (7, "f", 6))  # a key change: 6 goes, 7 is fresh
+    rows, keys = changes.delta(COLUMNS_3)
+    assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "name": "new", "qty": 1},
+        {"id": 2, "name": "b2", "qty": 2},
+        {"id": 4, "name": "d again", "qty": 4},
+        {"id": 5, "name": "e2", "qty": 5},
+        {"id": 7, "name": "f", "qty": 6},
+    ]
+    assert sorted(keys.column("id").to_pylist()) == [2, 3, 4, 6]
+    assert keys.column_names == ["id"]
+
+
+def test_a_row_delta_deletes_every_key_while_the_lake_may_hold_it() -> None:
+    changes = keyed(lake_exact=False)
+    changes.insert((1, "new", 1))
+    changes.insert((5, "e", 5))
+    changes.update((5, "e", 5), (5, "e2", 5))
+    changes.update((6, "f", 6), (7, "f", 6))
+    assert delta_keys(changes) == [1, 5, 6, 7]
+
+
+def test_a_row_delta_keys_come_in_key_order_whatever_the_column_order() -> None:
+    columns = (
+        LakeColumn("a", 0, "INT", IcebergType.INT, nullable=False),
+        LakeColumn("v", 1, "INT", IcebergType.INT),
+        LakeColumn("b", 2, "VARCHAR", IcebergType.STRING, nullable=False),
+    )
+    changes = KeyedChanges("shop.pair", ("a", "v", "b"), ("b", "a"))
+    changes.delete((1, 2, "x"))
+    keys = changes.delta(columns)[1]
+    assert keys.column_names == ["b", "a"]
+    assert keys.to_pylist() == [{"b": "x", "a": 1}]
+
+
+def test_a_row_delta_refuses_rows_that_lack_values() -> None:
+    changes = keyed()
+    changes.update((1, ABSENT, ABSENT), (ABSENT, ABSENT, 6))
+    with pytest.raises(ValueError, match="lacks column values"):
+        changes.delta(COLUMNS_3)
 
 
 def test_a_column_the_after_image_lacks_comes_from_the_before_image() -> None:

@@ -50,6 +50,7 @@ from binlake.lake.target import LakeTarget
 from binlake.lake.target_check import probe_catalog
 from binlake.metrics import (
     COMMIT_RETRIES,
+    COMMITS,
     LAG_BYTES,
     LAG_SECONDS,
     ROWS_APPLIED,
@@ -330,6 +331,9 @@ class Applier:
         for line in result.messages:
             self.console.message("apply", line)
         self._account(batch, result.committed)
+        for table, write in result.writes.items():
+            labels = {"table": str(table), "write": write.path.value, "reason": write.reason or ""}
+            self.metrics.inc_counter(COMMITS, labels)
         self._purge()
         self._report(self.relay.state())
         return True

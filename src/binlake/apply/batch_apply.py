@@ -59,6 +59,7 @@ from binlake.lake.table_actions import (
     table_exists,
 )
 from binlake.lake.tables import Lake, LakeTable
+from binlake.lake.write_path import Write
 from binlake.position import SourcePosition, is_new_for
 from binlake.typemap import ZeroDateCounts, row_converter
 
@@ -74,6 +75,8 @@ class BatchResult:
     #: The table whose pending DDL keeps this (DDL) batch's transaction counted.
     held: TableName | None = None
     messages: list[str] = field(default_factory=list)
+    #: How each table's rows were written (row delta, MERGE, append).
+    writes: dict[TableName, Write] = field(default_factory=dict)
 
 
 def commit_properties(batch: Batch, number: int) -> dict[str, str]:
@@ -103,6 +106,8 @@ class BatchApplier:
         self.on_drop = on_drop
         self.holds = holds
         self.zero_dates = zero_dates
+        #: The write each table's last rows commit took (a change is reported once).
+        self.writes: dict[TableName, Write] = {}
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         properties = commit_properties(batch, number)
@@ -117,9 +122,15 @@ class BatchApplier:
         commits = [0]
         for source in _touched(batch):
             attempt = partial(self._table_rows, batch, source, properties, commits)
-            changes = self.lake.committing(source, attempt)
-            if changes is not None:
-                result.committed[source] += changes
+            done = self.lake.committing(source, attempt)
+            if done is None:
+                continue
+            changes, write = done
+            result.committed[source] += changes
+            result.writes[source] = write
+            if self.writes.get(source) != write:
+                self.writes[source] = write
+                result.messages.append(f"{source}: rows written by {write.describe()}")
         if not commits[0]:
             crash_point("apply_before_commit")  # a batch that brings no table anything
         crash_point("apply_after_commits")
@@ -132,10 +143,10 @@ class BatchApplier:
         properties: dict[str, str],
         commits: list[int],
         retries: int,
-    ) -> int | None:
+    ) -> tuple[int, Write] | None:
         """Plan ``source``'s changes in ``batch`` from what its table holds now (transactions
-        it has by position skipped), and commit them; the row changes committed (None: the
-        table had everything already)."""
+        it has by position skipped), and commit them; the row changes committed and the write
+        they took (None: the table had everything already)."""
         table = self.lake.table(source)
         changes: Changes | None = None
         for unit in batch.units:
@@ -151,9 +162,11 @@ class BatchApplier:
         if changes is None or not len(changes):
             return None
         crash_point("apply_between_tables" if commits[0] else "apply_before_commit")
-        self.lake.commit(table, changes, with_retries(properties, retries), batch.position)
+        write = self.lake.commit(
+            table, changes, with_retries(properties, retries), batch.position
+        )
         commits[0] += 1
-        return changes.changes
+        return changes.changes, write
 
     def _feed(
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, file: str

@@ -132,7 +132,10 @@ def render_status(report: StatusReport) -> str:
     return "\n".join(lines)
 
 
-_HEADER = ("TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "RETRIES", "COMMITTED")
+_HEADER = (
+    "TABLE", "APPLIED AT", "PENDING", "LAG BYTES", "LAG S", "RETRIES", "COMMITTED", "WRITE",
+    "DELETES",
+)  # fmt: skip
 
 
 def _table_lines(tables: tuple[TableStatus, ...]) -> list[str]:
@@ -156,4 +159,15 @@ def _row(table: TableStatus) -> tuple[str, ...]:
         seconds,
         str(table.commit_retries),
         _when(committed),
+        "-" if table.write is None else table.write.describe(),
+        _deletes(table),
     )
+
+
+def _deletes(table: TableStatus) -> str:
+    """Delete files the current snapshot holds (equality-delete rows): what reads merge in."""
+    if table.delete_files is None:
+        return "-"
+    if not table.equality_deletes:
+        return str(table.delete_files)
+    return f"{table.delete_files} ({table.equality_deletes} eq)"

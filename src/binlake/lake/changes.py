@@ -15,14 +15,26 @@ update (same key)               upsert (the after image; columns it lacks taken 
                                 from the lake: the ``_binlake_absent`` mask)
 update changing the key         delete of the old key + upsert of the new key
 delete                          delete
-insert ... delete               nothing (the key did not exist before the batch)
+insert ... delete               nothing (the key did not exist before the batch; a delete
+                                unless ``lake_exact``)
 delete ... insert               upsert
 several updates                 one upsert with the last values
 ==============================  =========================================================
 
 One row per key comes out: ``_binlake_op`` is ``U`` (upsert) or ``D`` (delete; only the key
 columns are set), so ``MERGE INTO t USING changes ON key WHEN MATCHED AND op = 'D' THEN DELETE
-WHEN MATCHED THEN UPDATE ... WHEN NOT MATCHED AND op <> 'D' THEN INSERT ...`` applies it.
+WHEN MATCHED THEN UPDATE ... WHEN NOT MATCHED AND op <> 'D' THEN INSERT ...`` applies it. For a
+row delta (``delta``): the upserted rows, and the keys whose older rows must go (every delete,
+and every upsert of a key the lake may hold).
+
+Whether the lake may hold a key is what ``lake_exact`` says. True only when the lake table equals
+the source at its applied position (``binlake.lake.tables``: streamed from its start, or past
+its copy's consistent position) and its key is the source's primary key: then a key whose first
+change in the batch is an insert cannot be in the lake (the source refused a duplicate, and every
+earlier change reached the lake), so "insert ... delete" is nothing and an insert needs no
+delete. False (a copy still catching up re-applies inserts of rows a later chunk may already
+hold; a key the source does not enforce), every key is treated as one the lake may hold:
+"insert ... delete" is a delete, and every upsert deletes the key's older row.
 
 An insert (or a key change) whose image lacks a column cannot be applied exactly: the value is
 nowhere else (``RowImageError``; binlog_row_image=MINIMAL leaves out the columns an INSERT did
@@ -76,7 +88,9 @@ class KeyedChanges:
     ``names`` are the source columns in row order; ``key`` the key column names; ``table`` the
     source ``db.table`` (for messages)."""
 
-    def __init__(self, table: str, names: Sequence[str], key: Sequence[str]) -> None:
+    def __init__(
+        self, table: str, names: Sequence[str], key: Sequence[str], *, lake_exact: bool = False
+    ) -> None:
         if not key:
             raise ValueError(f"{table}: a keyed change set needs key columns")
         position = {name.casefold(): i for i, name in enumerate(names)}
@@ -90,6 +104,8 @@ class KeyedChanges:
         self.table = table
         self.names = tuple(names)
         self.key_index = tuple(position[name.casefold()] for name in key)
+        #: A key first seen inserted is absent from the lake (see the module docstring).
+        self.lake_exact = lake_exact
         self._net: dict[Row, _Net] = {}
         #: Row changes taken in (not net): for metrics.
         self.changes = 0
@@ -109,7 +125,7 @@ class KeyedChanges:
         previous = self._net.get(key)
         row = _filled(after, previous.row if previous else None)
         self._require_whole(row, "an inserted row")
-        self._upsert(key, row, existed=previous.existed if previous else False)
+        self._upsert(key, row, existed=previous.existed if previous else not self.lake_exact)
 
     def update(self, before: Row, after: Row) -> None:
         self.changes += 1
@@ -125,7 +141,7 @@ class KeyedChanges:
         self._require_whole(row, "a row whose key changed")
         self._delete(old_key)
         moved_to = self._net.get(new_key)
-        self._upsert(new_key, row, existed=moved_to.existed if moved_to else False)
+        self._upsert(new_key, row, existed=moved_to.existed if moved_to else not self.lake_exact)
 
     def delete(self, before: Row) -> None:
         self.changes += 1
@@ -190,6 +206,27 @@ class KeyedChanges:
             arrays.append(pa.array(masks, pa.string()))
             fields.append(pa.field(ABSENT_MASK, pa.string(), nullable=False))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+    def delta(self, columns: Sequence[LakeColumn]) -> tuple[pa.Table, pa.Table]:
+        """The net change as a row delta: (every upserted row with ``columns``, the key columns
+        of every key whose older row must go: deletes, and upserts of keys the lake may hold).
+        Refused when a row lacks a value (``has_absent``: only MERGE can keep the lake's)."""
+        if self.has_absent:
+            raise ValueError(f"{self.table}: a row lacks column values; a row delta cannot")
+        source = {name.casefold(): i for i, name in enumerate(self.names)}
+        where = [source[c.name.casefold()] for c in columns]
+        key_columns = [c for c in columns if source[c.name.casefold()] in self.key_index]
+        key_columns.sort(key=lambda c: self.key_index.index(source[c.name.casefold()]))
+        rows: list[list[Any]] = [[] for _ in columns]
+        keys: list[list[Any]] = [[] for _ in key_columns]
+        for key, entry in self._net.items():
+            if entry.row is not None:
+                for out, index in zip(rows, where, strict=True):
+                    out.append(entry.row[index])
+            if entry.existed:
+                for out, value in zip(keys, key, strict=True):
+                    out.append(value)
+        return _arrow(rows, columns, self.table), _arrow(keys, key_columns, self.table)
 
     def _key_only(self, key: Row) -> Row:
         row: list[Any] = [None] * len(self.names)
@@ -268,16 +305,27 @@ def _lacks(row: Row) -> bool:
     return any(value is ABSENT for value in row)
 
 
+def _arrow(values: list[list[Any]], columns: Sequence[LakeColumn], table: str) -> pa.Table:
+    arrays = [column_array(v, c, table) for v, c in zip(values, columns, strict=True)]
+    fields = [pa.field(c.name, c.arrow_type()) for c in columns]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
 def column_array(values: list[Any], column: LakeColumn, table: str) -> pa.Array:
     """``values`` as an Arrow array of ``column``'s type; a value that does not fit is an
     ``ApplyError`` naming the table and column."""
     try:
         return pa.array(values, column.arrow_type())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
-        raise ApplyError(
-            f"table {table}: a value does not fit column {column.name} "
-            f"({column.iceberg_type}) of the Iceberg table: {error}",
-            table=table,
-            hint="the Iceberg table's type is narrower than the source's; re-snapshot the "
-            "table or exclude it in [tables]",
-        ) from None
+        raise misfit_error(table, column.name, column.iceberg_type, error) from None
+
+
+def misfit_error(table: str, column: str, type_name: object, error: Exception) -> ApplyError:
+    """The error for a value that does not fit an Iceberg column."""
+    return ApplyError(
+        f"table {table}: a value does not fit column {column} ({type_name}) of the Iceberg "
+        f"table: {error}",
+        table=table,
+        hint="the Iceberg table's type is narrower than the source's; re-snapshot the table "
+        "or exclude it in [tables]",
+    )

@@ -249,11 +249,20 @@ def latest_binlake_summary(spark: SparkSession, table: str) -> dict[str, str] | 
     when the table has no binlake snapshot at all. Raises ``SparkStatementError`` when the
     lineage was cut by snapshot expiry before any binlake snapshot was found: the applied
     position is then unknown, never assumed to be nothing."""
-    lineage = current_lineage(spark, table)
+    return newest_binlake_summary(current_lineage(spark, table), table)
+
+
+def lineage_cut(lineage: list[Snapshot]) -> bool:
+    """True when snapshot expiry removed the parent of the lineage's oldest snapshot."""
+    return bool(lineage) and lineage[-1].parent_id is not None
+
+
+def newest_binlake_summary(lineage: list[Snapshot], table: str) -> dict[str, str] | None:
+    """``latest_binlake_summary`` of a lineage already read (``current_lineage``)."""
     for snapshot in lineage:
         if snapshot.binlake:
             return snapshot.binlake
-    if lineage and lineage[-1].parent_id is not None:
+    if lineage_cut(lineage):
         raise SparkStatementError(
             f"{table}: no binlake snapshot among the {len(lineage)} newest, and older snapshots "
             "were expired; the applied position is unknown",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 from binlake.errors import BinlakeError, FileAccessError
 from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import LakeTarget
-from binlake.position import SourcePosition, parse_position
+from binlake.position import SourcePosition, at_or_before, parse_position
 
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
@@ -44,6 +44,31 @@ _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")
 
 #: The consistency bound of snapshots taken while a table's copy was still running.
 NEVER = SourcePosition("~never", 0)
+#: The bound of a table whose lineage was cut by snapshot expiry before any copy was seen.
+UNKNOWN = SourcePosition("~unknown", 0)
+
+
+def copy_bound(summaries: Iterable[Mapping[str, str]], *, cut: bool) -> SourcePosition | None:
+    """Where a table starts to equal the source, from its lineage's summaries (newest first):
+    its newest copy's consistent position (``NEVER`` while that copy runs), None when no copy
+    is in the lineage (the table was streamed from its start), ``UNKNOWN`` when the lineage
+    was cut before a copy could be seen."""
+    for summary in summaries:
+        progress = progress_of(summary)
+        if progress is not None:
+            return progress.consistent if progress.done else NEVER
+    return UNKNOWN if cut else None
+
+
+def exact_at(bound: SourcePosition | None, applied: SourcePosition | None) -> bool:
+    """True when a table with copy bound ``bound`` (``copy_bound``) equals the source at its
+    applied position ``applied``: it was streamed from its start, or it is at or past its
+    copy's consistent position."""
+    if bound is None:
+        return True
+    if bound in (NEVER, UNKNOWN) or applied is None:
+        return False
+    return at_or_before(bound, applied)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,14 +28,12 @@ runs.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
 from pyspark.sql import SparkSession
-from pyspark.sql import types as st
 
 from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
@@ -53,17 +51,20 @@ from binlake.lake.backfill import (
     final_names,
 )
 from binlake.lake.catalog import spark_lake_tables
-from binlake.lake.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges
+from binlake.lake.changes import ChangeLog, KeyedChanges
 from binlake.lake.commit import (
     BATCH,
     POSITION,
     append_with_commit_properties,
+    current_lineage,
     execute_with_commit_properties,
-    latest_binlake_summary,
+    lineage_cut,
+    newest_binlake_summary,
 )
 from binlake.lake.frames import dataframe_from_arrow
 from binlake.lake.iceberg_meta import LakeTable as LakeLineage
-from binlake.lake.iceberg_meta import lake_tables
+from binlake.lake.iceberg_meta import copy_bound, exact_at, lake_tables
+from binlake.lake.keyed_write import KeyedWriter
 from binlake.lake.schema import (
     SchemaChange,
     is_changelog,
@@ -73,10 +74,11 @@ from binlake.lake.schema import (
     target_schema,
 )
 from binlake.lake.spark_errors import spark_errors
-from binlake.lake.spark_types import spark_schema, spark_type
+from binlake.lake.spark_types import spark_schema
 from binlake.lake.sql import create_table_statements, quote
 from binlake.lake.table_actions import drop_table, read_lake_schema, table_exists
 from binlake.lake.target import LakeTarget
+from binlake.lake.write_path import Write, WritePath
 from binlake.position import SourcePosition, is_new_for, parse_position
 from binlake.source.hints import (
     HintNames,
@@ -87,7 +89,6 @@ from binlake.source.hints import (
 )
 from binlake.typemap import LakeColumn, LakeSchema
 
-_views = itertools.count(1)
 T = TypeVar("T")
 
 
@@ -109,6 +110,9 @@ class LakeTable:
     pending_alters: list[PendingAlter] = field(default_factory=list)
     #: The TABLE_MAP shape the schema is known to match.
     in_sync: TableMap | None = None
+    #: Where the table starts to equal the source (``iceberg_meta.copy_bound``): None when it
+    #: was streamed from its start.
+    exact_from: SourcePosition | None = None
 
     @property
     def changelog(self) -> bool:
@@ -122,7 +126,23 @@ class LakeTable:
         names = table_map.column_names or ()
         if self.changelog:
             return ChangeLog(str(self.source), names)
-        return KeyedChanges(str(self.source), names, self.schema.key)
+        return KeyedChanges(
+            str(self.source), names, self.schema.key, lake_exact=self.lake_exact(table_map)
+        )
+
+    def lake_exact(self, table_map: TableMap) -> bool:
+        """True when a key whose first change in a batch is an insert cannot be in the lake:
+        the table equals the source at its applied position (``iceberg_meta.exact_at``) and
+        its key is the source's primary key (the source refused a duplicate of it). Not while
+        a copy catches up: streaming then re-applies inserts of rows a later chunk may hold."""
+        assert self.schema is not None
+        if not exact_at(self.exact_from, self.applied):
+            return False
+        names, primary = table_map.column_names, table_map.primary_key
+        if names is None or not primary:
+            return False
+        key = tuple(names[i].casefold() for i in primary)
+        return key == tuple(name.casefold() for name in self.schema.key)
 
 
 @dataclass(frozen=True)
@@ -156,6 +176,9 @@ class Lake:
         self.on_evolved = on_evolved
         self._tables: dict[TableName, LakeTable] = {}
         self._applied: dict[TableName, SourcePosition] = {}
+        #: Each table's ``exact_from``, read with the applied positions.
+        self._bounds: dict[TableName, SourcePosition | None] = {}
+        self._keyed = KeyedWriter(spark)
 
     # ---- what the lake holds -------------------------------------------------------------
 
@@ -173,6 +196,9 @@ class Lake:
             max_batch = max(max_batch, int(summary.get(BATCH, "0") or 0))
             if self.target.selected(source):
                 positions[source] = parse_position(summary[POSITION])
+                self._bounds[source] = copy_bound(
+                    (s.summary for s in lineage.lineage), cut=lineage.lineage_cut
+                )
         self._applied = dict(positions)
         return AppliedState(positions, max_batch)
 
@@ -206,10 +232,14 @@ class Lake:
             table.hint_names = _comment_hints(table.schema)
             if source in self._applied:
                 table.applied = self._applied[source]
+                table.exact_from = self._bounds.get(source)
             else:
-                summary = latest_binlake_summary(self.spark, name)
+                lineage = current_lineage(self.spark, name)
+                summary = newest_binlake_summary(lineage, name)
                 if summary is not None and POSITION in summary:
                     table.applied = parse_position(summary[POSITION])
+                cut = lineage_cut(lineage)
+                table.exact_from = copy_bound((s.summary for s in lineage), cut=cut)
         return table
 
     def committing(self, source: TableName, attempt: Callable[[int], T]) -> T:
@@ -229,6 +259,7 @@ class Lake:
         applied position) from the catalog again when it is next needed."""
         self._tables.pop(source, None)
         self._applied.pop(source, None)
+        self._bounds.pop(source, None)
 
     def renamed(self, old: TableName, new: TableName) -> None:
         """``old``'s Iceberg table is now ``new``'s (renamed with its snapshots, or copied);
@@ -236,10 +267,13 @@ class Lake:
         before = self._tables.pop(old, None)
         self._tables.pop(new, None)
         applied = before.applied if before is not None else self._applied.get(old)
+        bound = before.exact_from if before is not None else self._bounds.get(old)
         self._applied.pop(old, None)
         self._applied.pop(new, None)
+        self._bounds.pop(old, None)
         if applied is not None:
             self._applied[new] = applied
+            self._bounds[new] = bound
         table = self.table(new)
         if before is not None and before.pending_ddl and table.schema is not None:
             table.pending_ddl = before.pending_ddl  # planned against the same columns
@@ -441,36 +475,22 @@ class Lake:
         changes: KeyedChanges | ChangeLog,
         properties: Mapping[str, str],
         position: SourcePosition,
-    ) -> None:
-        """Commit ``changes`` to ``table`` in one Iceberg snapshot carrying ``properties``."""
+    ) -> Write:
+        """Commit ``changes`` to ``table`` in one Iceberg snapshot carrying ``properties`` and
+        the write it took (``binlake.lake.write_path``): a row delta or a MERGE for a keyed
+        table (``KeyedWriter``), an append for a change log."""
         schema = table.schema
         assert schema is not None
         if isinstance(changes, ChangeLog):
+            write = Write(WritePath.APPEND)
             frame = dataframe_from_arrow(
                 self.spark, changes.to_arrow(schema.columns), spark_schema(schema)
             )
-            append_with_commit_properties(frame, table.name, properties)
+            append_with_commit_properties(frame, table.name, {**properties, **write.properties()})
         else:
-            self._merge(table, schema, changes, properties)
-        table.applied = position
-        self._applied[table.source] = position
-
-    def _merge(
-        self,
-        table: LakeTable,
-        schema: LakeSchema,
-        changes: KeyedChanges,
-        properties: Mapping[str, str],
-    ) -> None:
-        arrow = changes.to_arrow(schema.columns)
-        frame = dataframe_from_arrow(self.spark, arrow, _changes_schema(schema, arrow.num_columns))
-        view = f"binlake_changes_{next(_views)}"
-        frame.createOrReplaceTempView(view)
-        try:
-            statement = merge_statement(table.name, view, schema, changes.has_absent)
-            execute_with_commit_properties(self.spark, statement, properties, str(table.source))
-        finally:
-            self.spark.catalog.dropTempView(view)
+            write = self._keyed.commit(table.name, schema, changes, properties, str(table.source))
+        self._positioned(table, position)
+        return write
 
 
 def _column_mapper(
@@ -491,40 +511,6 @@ def _column_mapper(
         return column
 
     return column_of
-
-
-def merge_statement(table: str, view: str, schema: LakeSchema, absent_mask: bool) -> str:
-    """MERGE INTO ``table`` from the change view (module ``changes``): delete, update, insert."""
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in schema.key)
-    sets = ", ".join(
-        f"t.{quote(c.name)} = {_assigned(c, i, absent_mask)}" for i, c in enumerate(schema.columns)
-    )
-    names = ", ".join(quote(c.name) for c in schema.columns)
-    values = ", ".join(f"s.{quote(c.name)}" for c in schema.columns)
-    op = f"s.{quote(OP)}"
-    return (
-        f"MERGE INTO {table} t USING {view} s ON {on} "
-        f"WHEN MATCHED AND {op} = 'D' THEN DELETE "
-        f"WHEN MATCHED THEN UPDATE SET {sets} "
-        f"WHEN NOT MATCHED AND {op} <> 'D' THEN INSERT ({names}) VALUES ({values})"
-    )
-
-
-def _assigned(column: LakeColumn, index: int, absent_mask: bool) -> str:
-    value = f"s.{quote(column.name)}"
-    if not absent_mask:
-        return value
-    keep = f"substring(s.{quote(ABSENT_MASK)}, {index + 1}, 1) = '1'"
-    return f"CASE WHEN {keep} THEN t.{quote(column.name)} ELSE {value} END"
-
-
-def _changes_schema(schema: LakeSchema, width: int) -> st.StructType:
-    """The change view's Spark schema: every data column nullable (deletes carry only keys)."""
-    fields = [st.StructField(c.name, spark_type(c), True) for c in schema.columns]
-    fields.append(st.StructField(OP, st.StringType(), False))
-    if width > len(fields):
-        fields.append(st.StructField(ABSENT_MASK, st.StringType(), False))
-    return st.StructType(fields)
 
 
 def _comment_hints(schema: LakeSchema) -> HintNames:

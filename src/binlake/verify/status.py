@@ -25,7 +25,7 @@ the relay's ``behind_source_bytes``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
 from binlake.lake.iceberg_meta import RETRIES, LakeTable, lake_tables
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.target import LakeTarget
+from binlake.lake.write_path import Write, write_of
 from binlake.position import SourcePosition, before, earliest
 from binlake.relay.scan import RelayFollower, relay_files
 from binlake.source.client import SourceConnection
@@ -86,6 +87,12 @@ class TableStatus:
     #: Commits tried again because another writer committed first, over the binlake snapshots
     #: the table keeps (each carries its own count, ``binlake.retries``).
     commit_retries: int = 0
+    #: How the newest rows commit was written (``binlake.lake.write_path``).
+    write: Write | None = None
+    #: Delete files and equality-delete rows the current snapshot holds (Iceberg's totals):
+    #: reads merge them in until compaction folds them away.
+    delete_files: int | None = None
+    equality_deletes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,7 @@ def table_status(
     lag_seconds = None
     if pending is not None:
         lag_seconds = max(now - pending[0].timestamp, 0.0) if pending else 0.0
+    current = table.lineage[0].summary if table.lineage else {}
     return TableStatus(
         lake_table=".".join((target.catalog, *table.identifier)),
         source_table=src,
@@ -213,6 +221,9 @@ def table_status(
         lag_seconds=lag_seconds,
         problem=problem,
         commit_retries=commit_retries(table),
+        write=next((w for s in table.lineage if (w := write_of(s.summary))), None),
+        delete_files=_count(current, "total-delete-files"),
+        equality_deletes=_count(current, "total-equality-deletes"),
     )
 
 
@@ -223,6 +234,13 @@ def commit_retries(table: LakeTable) -> int:
         text = snapshot.summary.get(RETRIES, "0")
         total += int(text) if text.isdigit() else 0
     return total
+
+
+def _count(summary: Mapping[str, str], key: str) -> int | None:
+    try:
+        return int(summary[key])
+    except (KeyError, ValueError):
+        return None
 
 
 def collect_status(
@@ -322,4 +340,8 @@ def _table_json(table: TableStatus) -> dict[str, Any]:
         "lag_seconds": None if table.lag_seconds is None else round(table.lag_seconds, 3),
         "problem": table.problem,
         "commit_retries": table.commit_retries,
+        "write": None if table.write is None else table.write.path.value,
+        "write_reason": None if table.write is None else table.write.reason,
+        "delete_files": table.delete_files,
+        "equality_deletes": table.equality_deletes,
     }

@@ -1,0 +1,240 @@
+"""Row deltas: a keyed table's batch committed in O(changes), never reading the table.
+
+A batch's net change to a keyed table (``KeyedChanges.delta``) becomes two Parquet files
+(``binlake.lake.delta_files``: the upserted rows, and the keys whose older rows go) and one
+Iceberg ``RowDelta`` commit adding them, whose snapshot summary carries the batch's
+``binlake.*`` properties: the data and the position are still one atomic commit.
+
+Why it is exact. An equality delete removes the rows of its key in data files of a *smaller*
+data sequence number; the files of one commit share its sequence number. So the batch's delete
+of key k removes every older row of k and never the row the same commit adds for k: an insert,
+an update, a delete then a re-insert (one upsert), an update of a row inserted in the same
+batch (one upsert), a key change (a delete of the old key, an upsert of the new one) all come
+out as the source has them, whatever the table's size. A key in one commit twice would keep
+both rows: refused (``delta_files.require_unique_keys``).
+
+How, through the Py4J gateway (``jvm``), on the driver:
+
+1. ``Spark3Util.loadIcebergTable(session, name)``: the table's current metadata (the embedded
+   catalog caches nothing); its schema, spec, sort order, properties and format version as
+   Iceberg's own JSON (``DeltaLayout``, cached by those texts, so an ALTER is seen at the next
+   commit);
+2. per file: pyarrow writes a local staging file (``tempfile``); ``table.locationProvider()
+   .newDataLocation(name)`` places it as Iceberg would place its own; ``Files.copy`` streams it
+   into ``table.io().newOutputFile(location).create()``: the table's ``FileIO``, so any
+   warehouse Iceberg can write (local, HDFS, S3...) takes it; ``ParquetUtil.fileMetrics`` reads
+   the column metrics from the staging copy's footer (``MetricsConfig.forTable``);
+3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)``;
+4. ``table.newRowDelta().addRows(..).addDeletes(..).set(k, v)...validateFromSnapshot(base)
+   .commit()``. Iceberg retries the commit itself when another writer committed first (the files
+   do not depend on the base).
+
+Durability: neither the ``FileIO`` stream nor Iceberg fsyncs; for a local warehouse binlake's
+``WarehouseSync`` fsyncs the files of every table whose metadata changed (these included) before
+the relay-log checkpoint moves past them. A crash after the files are stored and before the
+commit (crash point ``apply_before_delta_commit``) leaves them as orphans: no snapshot names
+them, so no read sees them, and the restart writes the batch again under new names (Iceberg's
+``remove_orphan_files`` procedure reclaims the space).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from binlake.lake.commit import checked_properties
+from binlake.lake.delta_files import (
+    DeltaLayout,
+    fit,
+    parse_layout,
+    require_unique_keys,
+    write_parquet,
+)
+from binlake.lake.spark_errors import spark_errors
+from binlake.storage.durable import raise_os_error
+
+JavaObject = Any
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    """One Iceberg table loaded for a row delta: the Java table and its layout."""
+
+    name: str
+    java: JavaObject
+    layout: DeltaLayout
+    #: The snapshot the table was at when loaded (None: no snapshot yet).
+    base_snapshot: int | None
+
+
+@dataclass(frozen=True)
+class StagedDelta:
+    """A row delta's files, stored in the warehouse, not yet committed."""
+
+    table: DeltaTable
+    data_file: JavaObject | None
+    delete_file: JavaObject | None
+    rows: int
+    deleted_keys: int
+    #: Warehouse locations of the files written (orphans until the commit names them).
+    locations: tuple[str, ...]
+
+
+class RowDeltaWriter:
+    """Row deltas to the Iceberg tables of one Spark session (driver side, one thread)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        assert jvm is not None and gateway is not None
+        self._jvm = jvm
+        self._gateway = gateway
+        self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def open(self, name: str, key: tuple[str, ...], table: str) -> DeltaTable:
+        """Load ``name`` (a Spark SQL table name) and its layout; ``key``: its key columns."""
+        with spark_errors(f"load Iceberg table {name}", table):
+            iceberg = self._jvm.org.apache.iceberg
+            java = iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+            texts = (
+                str(iceberg.SchemaParser.toJson(java.schema())),
+                str(iceberg.PartitionSpecParser.toJson(java.spec())),
+                str(iceberg.SortOrderParser.toJson(java.sortOrder())),
+                str(iceberg.util.JsonUtil.mapper().writeValueAsString(java.properties())),
+                str(iceberg.TableUtil.formatVersion(java)),
+                *key,
+            )
+            snapshot = java.currentSnapshot()
+            base = None if snapshot is None else int(snapshot.snapshotId())
+        layout = self._layouts.get(texts)
+        if layout is None:
+            layout = self._layouts[texts] = parse_layout(
+                texts[0],
+                texts[1],
+                texts[2],
+                json.loads(texts[3]),
+                format_version=int(texts[4]),
+                key=key,
+            )
+        return DeltaTable(name, java, layout, base)
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def stage(self, target: DeltaTable, rows: pa.Table, keys: pa.Table, table: str) -> StagedDelta:
+        """Store the upserted ``rows`` and the deleted ``keys`` as the table's new files."""
+        layout = target.layout
+        data = fit(rows, layout, table, whole=True) if rows.num_rows else None
+        deleted = fit(keys, layout, table, whole=False) if keys.num_rows else None
+        if data is not None:
+            require_unique_keys(data.select(list(layout.key)), table)
+        data_file = delete_file = None
+        locations: list[str] = []
+        with spark_errors(f"write row-delta files of {target.name}", table):
+            spec = target.java.spec()
+            if data is not None:
+                location, size, metrics = self._store(target, data, deletes=False)
+                locations.append(location)
+                data_file = self._data_file(target, spec, location, size, metrics)
+            if deleted is not None:
+                location, size, metrics = self._store(target, deleted, deletes=True)
+                locations.append(location)
+                delete_file = self._delete_file(spec, location, size, metrics, layout)
+        return StagedDelta(
+            target,
+            data_file,
+            delete_file,
+            0 if data is None else data.num_rows,
+            0 if deleted is None else deleted.num_rows,
+            tuple(locations),
+        )
+
+    def _store(self, target: DeltaTable, rows: pa.Table, *, deletes: bool) -> tuple[str, int, Any]:
+        """Write ``rows`` to a staging file, stream it into the table's FileIO; (location,
+        size, Iceberg metrics)."""
+        jvm = self._jvm
+        kind = "eq-deletes" if deletes else "data"
+        location = str(
+            target.java.locationProvider().newDataLocation(f"binlake-{uuid.uuid4()}-{kind}.parquet")
+        )
+        fd, staging = tempfile.mkstemp(prefix="binlake-delta-", suffix=".parquet")
+        os.close(fd)
+        try:
+            try:
+                size = write_parquet(rows, staging, target.layout.properties, deletes=deletes)
+            except OSError as exc:
+                raise_os_error(exc, staging, "writing a row-delta staging file")
+            stream = target.java.io().newOutputFile(location).create()
+            try:
+                jvm.java.nio.file.Files.copy(jvm.java.io.File(staging).toPath(), stream)
+            finally:
+                stream.close()
+            iceberg = jvm.org.apache.iceberg
+            metrics = iceberg.parquet.ParquetUtil.fileMetrics(
+                iceberg.Files.localInput(staging), iceberg.MetricsConfig.forTable(target.java)
+            )
+        finally:
+            os.unlink(staging)
+        return location, size, metrics
+
+    def _data_file(
+        self, target: DeltaTable, spec: JavaObject, location: str, size: int, metrics: JavaObject
+    ) -> JavaObject:
+        iceberg = self._jvm.org.apache.iceberg
+        builder = (
+            iceberg.DataFiles.builder(spec)
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withFormat(iceberg.FileFormat.PARQUET)
+            .withMetrics(metrics)
+        )
+        if target.layout.sort:
+            builder = builder.withSortOrder(target.java.sortOrder())
+        return builder.build()
+
+    def _delete_file(
+        self, spec: JavaObject, location: str, size: int, metrics: JavaObject, layout: DeltaLayout
+    ) -> JavaObject:
+        iceberg = self._jvm.org.apache.iceberg
+        ids = self._gateway.new_array(self._jvm.int, len(layout.key))
+        for i, field_id in enumerate(layout.key_field_ids):
+            ids[i] = field_id
+        return (
+            iceberg.FileMetadata.deleteFileBuilder(spec)
+            .ofEqualityDeletes(ids)
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withFormat(iceberg.FileFormat.PARQUET)
+            .withMetrics(metrics)
+            .build()
+        )
+
+    # ---- the commit ------------------------------------------------------------------------
+
+    def commit(self, staged: StagedDelta, properties: Mapping[str, str], table: str) -> int:
+        """Commit the staged files in one snapshot whose summary carries ``properties`` (it is
+        made even with no file: the table's position moves); its snapshot id."""
+        props = checked_properties(properties)
+        target = staged.table
+        with spark_errors(f"row-delta commit to {target.name}", table):
+            delta = target.java.newRowDelta()
+            if staged.data_file is not None:
+                delta = delta.addRows(staged.data_file)
+            if staged.delete_file is not None:
+                delta = delta.addDeletes(staged.delete_file)
+            for key, value in props.items():
+                delta = delta.set(key, value)
+            if target.base_snapshot is not None:
+                delta = delta.validateFromSnapshot(target.base_snapshot)
+            delta.commit()
+            return int(target.java.currentSnapshot().snapshotId())
