@@ -194,7 +194,8 @@ def test_status_json_has_a_stable_shape_and_needs_no_spark(lake: Lake, tmp_path:
         assert set(table) == {
             "table", "source_table", "source", "applied_position", "snapshot_id",
             "committed_at_ms", "batch", "pending_transactions", "lag_bytes", "lag_seconds",
-            "problem", "commit_retries",
+            "problem", "commit_retries", "write", "write_reason", "delete_files",
+            "equality_deletes",
         }  # fmt: skip
     t1 = next(t for t in data["tables"] if t["source_table"] == f"{lake.db}.t1")
     assert t1["source"] == {"database": lake.db, "table": "t1"} and t1["commit_retries"] == 0
