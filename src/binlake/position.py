@@ -15,6 +15,7 @@ Every comparison of positions in binlake goes through ``key``, ``before``, ``at_
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ SEQUENCE_NAME = re.compile(r"^(?P<base>.+)\.(?P<seq>\d{6,})$")
 PositionKey = tuple[int, int, str]
 
 
+@functools.lru_cache(maxsize=1024)
 def sequence_number(name: str) -> int | None:
-    """The sequence number of a log file name (``mariadb-bin.000042`` -> 42); None without."""
+    """The sequence number of a log file name (``mariadb-bin.000042`` -> 42); None without.
+    Cached: every position comparison asks it, of a few file names."""
     match = SEQUENCE_NAME.match(name)
     return int(match["seq"]) if match else None
 

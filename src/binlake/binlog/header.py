@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from binlake.binlog.constants import (
     FLAGS_OFFSET,
@@ -15,12 +15,15 @@ from binlake.binlog.constants import (
 )
 from binlake.binlog.errors import InvalidEventError, TruncatedEventError
 
-_HEADER = struct.Struct("<IBIIIH")
+#: The common header's layout: timestamp, type, server id, size, end_log_pos, flags.
+HEADER_STRUCT = _HEADER = struct.Struct("<IBIIIH")
 _CRC = struct.Struct("<I")
 
 
-@dataclass(frozen=True, slots=True)
-class EventHeader:
+class EventHeader(NamedTuple):
+    """The common header of one event (a named tuple: one is made per event read, and a tuple
+    is made several times faster than a frozen dataclass)."""
+
     timestamp: int
     type_code: int
     server_id: int

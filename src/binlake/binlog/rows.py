@@ -17,7 +17,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntFlag
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from binlake.binlog.constants import COMPRESSED_ROWS_TYPES, EventType, event_type_name
 from binlake.binlog.errors import BinlakeError, InvalidEventError, UnsupportedTypeError
@@ -93,6 +93,41 @@ class RowsEvent:
     @property
     def is_statement_end(self) -> bool:
         return bool(self.flags & RowsFlag.STMT_END)
+
+
+class RowsFrame(NamedTuple):
+    """A rows event taken in without its images (``frame_rows_event``): what grouping needs.
+
+    The relay log writer stores events verbatim and only has to know where transactions end;
+    the applier decodes the whole event (``decode_rows_event``) when it reads the relay log."""
+
+    type_code: int
+    flags: int
+
+    @property
+    def is_statement_end(self) -> bool:
+        return bool(self.flags & RowsFlag.STMT_END)
+
+
+def frame_rows_event(
+    type_code: int, body: memoryview | bytes, ctx: FormatContext, offset: int
+) -> RowsFrame | RowsEvent:
+    """The flags of a rows event (its table id and flags are the post-header's first bytes);
+    a compressed or unknown rows event is decoded in full (which refuses it)."""
+    at = flags_offset(type_code, ctx)
+    if at is None or len(body) < at + 2:
+        return decode_rows_event(type_code, body, ctx, offset)  # refuses it, precisely
+    return RowsFrame(type_code, body[at] | (body[at + 1] << 8))
+
+
+def flags_offset(type_code: int, ctx: FormatContext) -> int | None:
+    """Where a rows event's flags are in its body (after the table id), for the rows events
+    binlake frames in place; None for others (compressed, unknown, an odd post-header)."""
+    versioned = _TYPES.get(type_code)
+    if versioned is None or type_code in COMPRESSED_ROWS_TYPES:
+        return None
+    id_len = ctx.post_header_len(type_code) - (4 if versioned[1] == 2 else 2)
+    return id_len if id_len in (4, 6) else None
 
 
 def decode_rows_event(

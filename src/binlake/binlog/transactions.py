@@ -23,7 +23,7 @@ from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.constants import EventType
 from binlake.binlog.errors import OrphanEventError
 from binlake.binlog.events import MariaGtidEvent, MysqlGtidEvent, QueryEvent
-from binlake.binlog.rows import RowsEvent
+from binlake.binlog.rows import RowsEvent, RowsFrame
 
 
 class GroupKind(Enum):
@@ -162,7 +162,11 @@ class TransactionGrouper:
                 event_type=event.type_name,
             )
         code = event.header.type_code
-        if code in _PREFIX_TYPES or code in _IN_GROUP_TYPES or isinstance(payload, RowsEvent):
+        if (
+            code in _PREFIX_TYPES
+            or code in _IN_GROUP_TYPES
+            or isinstance(payload, RowsEvent | RowsFrame)
+        ):
             self._state = _State.STATEMENT
             return self._finish_if_statement_ends(payload)
         if isinstance(payload, QueryEvent):
@@ -172,7 +176,7 @@ class TransactionGrouper:
     def _finish_if_statement_ends(self, payload: object) -> EventGroup | None:
         if isinstance(payload, QueryEvent):
             return self._finish(GroupKind.STATEMENT)
-        if isinstance(payload, RowsEvent) and payload.is_statement_end:
+        if isinstance(payload, RowsEvent | RowsFrame) and payload.is_statement_end:
             return self._finish(GroupKind.STATEMENT)
         return None
 

@@ -18,10 +18,12 @@ Durability contract:
 - ``append`` verifies the event (framing and CRC32, in the current format context) and refuses a
   bad one before writing a byte; ``crc_checked=True`` says the caller has just verified this very
   bytes object's CRC32 (the receiver's protocol client does, on receipt), so it is not computed a
-  second time; framing and body are still checked. Appended events are gathered in user space and
-  handed to the OS with one ``writev`` per ``FLUSH_BYTES`` (and always before an fsync, a rotation
-  or a close); a crash loses at most what was never synced, which recovery and the receiver
-  already treat as lost. ``append`` never fsyncs.
+  second time; framing is still checked, and every body but a rows event's images is decoded
+  (a rows event's table id and flags are read; its images are the applier's to decode, which
+  refuses a malformed one as it refuses any event it cannot read). Appended events are
+  gathered in user space and handed to the OS with one ``writev`` per ``FLUSH_BYTES`` (and
+  always before an fsync, a rotation or a close); a crash loses at most what was never synced,
+  which recovery and the receiver already treat as lost. ``append`` never fsyncs.
 - ``sync`` fsyncs. The writer never decides to fsync on its own: the caller syncs once per group
   of transactions, and what ``sync`` returned is what survives any crash.
 - Transaction boundaries are tracked by the writer itself (``TransactionGrouper``), not taken on
@@ -51,7 +53,7 @@ from pathlib import Path
 from types import TracebackType
 
 from binlake import __version__
-from binlake.binlog.codec import BinlogEvent, decode_event, encode_event
+from binlake.binlog.codec import BinlogEvent, EventFramer, decode_event, encode_event
 from binlake.binlog.constants import HEADER_LEN, MAGIC, ChecksumAlg, EventFlag
 from binlake.binlog.errors import BinlakeError, TruncatedEventError
 from binlake.binlog.format import FormatContext, flavor_of
@@ -138,6 +140,7 @@ class RelayLogWriter:
         self._offset = 0
         self._boundary = 0
         self._ctx = relay_format_context()
+        self._framer = EventFramer(self._ctx)
         self._source_fde: bytes | None = None
         self._grouper = TransactionGrouper()
         self._synced: RelayPosition | None = None
@@ -221,8 +224,8 @@ class RelayLogWriter:
 
     # ---- appending --------------------------------------------------------------------------
 
-    def append(self, event: bytes, *, crc_checked: bool = False) -> RelayPosition:
-        """Verify ``event`` and append it verbatim; returns the new ``position`` (not durable).
+    def append(self, event: bytes, *, crc_checked: bool = False) -> None:
+        """Verify ``event`` and append it verbatim (``position`` is then its end, not durable).
 
         A bad event (short, wrong length, CRC32 mismatch, malformed, an XID with no open
         transaction) raises its typed format error and nothing is written. ``crc_checked``: the
@@ -235,13 +238,12 @@ class RelayLogWriter:
         self._buffer(fd, event)
         crash_point("relay_after_append")
         self._offset += len(event)
-        if isinstance(decoded.payload, FormatContext):
-            self._ctx = decoded.payload
+        if type(decoded.payload) is FormatContext:
+            self._ctx = self._framer.context = decoded.payload
             self._source_fde = bytes(event)
         if group is not None:
             self._boundary = self._offset
         self.last_group = group
-        return self.position
 
     def _verify(self, event: bytes, crc_checked: bool) -> BinlogEvent:
         if len(event) < HEADER_LEN:
@@ -249,7 +251,11 @@ class RelayLogWriter:
                 f"received event is {len(event)} bytes, shorter than a header",
                 hint="the event was not written; re-fetch from the relay log's boundary",
             )
-        return decode_event(event, self._ctx, self._offset, crc_checked=crc_checked)
+        if crc_checked and type(event) is bytes:
+            return self._framer.frame(event, self._offset)
+        return decode_event(
+            event, self._ctx, self._offset, crc_checked=crc_checked, rows_images=False
+        )
 
     def _buffer(self, fd: int, data: bytes) -> None:
         if should_crash("relay_mid_event"):

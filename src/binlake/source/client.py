@@ -36,7 +36,7 @@ from binlake.errors import SourceConfigError, SourceError
 from binlake.source import packets
 from binlake.source.errmap import map_dump_error, map_pymysql_error
 from binlake.source.event_check import EventChecker
-from binlake.source.settings import ConnectionSettings, connect_args
+from binlake.source.settings import ConnectionSettings, open_connection
 from binlake.source.wire import PacketReader, send_packet
 
 #: Timeout of the SQL statements around the dump (SHOW BINARY LOGS on a big server is slow).
@@ -137,7 +137,7 @@ class SourceConnection:
     def open(cls, settings: ConnectionSettings) -> SourceConnection:
         """Connect and log in; unreachable host, bad login and the like raise typed errors."""
         try:
-            conn = pymysql.connect(**connect_args(settings))
+            conn = open_connection(settings)
         except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
             raise map_pymysql_error(exc, settings, during="connect") from exc
         try:
