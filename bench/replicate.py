@@ -1,32 +1,45 @@
-"""Applier speed: `binlake replicate` against python-mysql-replication + plain Spark appends.
+"""Applier speed: `binlake replicate` against python-mysql-replication + plain Spark appends,
+and what a batch costs as the table grows.
 
-On a sandbox MariaDB, one table ``bench.orders`` (BIGINT key, INT, DECIMAL, VARCHAR, DATETIME):
+Sections (``--sections``, all by default), each on the same sandbox MariaDB and the same warmed
+Spark session (``local[2]``, the embedded Hadoop catalog), every figure printed with the
+1-minute load average:
 
-1. **Sustained rows/s.** A backlog of ``--rows`` inserted rows (transactions of
-   ``--rows-per-transaction``, the SEQUENCE engine) plus updates of a fifth of them, then:
-   - binlake: ``Replicator(..., until_caught_up=True)`` in this process (receiver thread,
-     relay log with grouped fsync, decode, net change per key, one MERGE INTO per batch with the
-     position in the same Iceberg commit: exactly once);
-   - the reference: python-mysql-replication reading the same binlog (file/position mode) and
-     writing the same row images with plain Spark appends (``createDataFrame`` +
-     ``writeTo().append()``, batches of ``--reference-batch`` rows): no relay log, no merge, no
-     position, no exactly-once.
-2. **Lag at a fixed rate.** ``--rate`` rows/s for ``--seconds`` s (transactions of
-   ``--rows-per-transaction``), while each replicator runs live. A transaction's lag is the time
-   from its commit on the source to the first lake commit holding it (binlake: the first
-   snapshot whose ``binlake.position`` is at or past it; the reference: the first append done
-   after it read it). Reports p50, p95 and max.
+1. ``throughput``: a backlog of ``--rows`` inserted rows into ``bench.orders`` (transactions of
+   ``--rows-per-transaction``) plus updates of a fifth of them; binlake
+   (``Replicator(..., until_caught_up=True)`` in this process: receiver thread, relay log with
+   grouped fsync, decode, net change per key, one commit per table and batch carrying the
+   position) against python-mysql-replication reading the same binlog and appending the after
+   images (``createDataFrame`` + ``writeTo().append()`` per ``--reference-batch`` rows): no
+   relay log, no merge, no position, no exactly-once.
+2. ``lag``: ``--rate`` rows/s of inserts for ``--seconds`` s while each replicator runs live; a
+   transaction's lag is the time from its commit on the source to the first lake commit holding
+   it (binlake: the first snapshot whose ``binlake.position`` is at or past it; the reference:
+   the first append done after it read it). p50, p95, max.
+3. ``scale``: random-key updates (``--updates`` rows in transactions of ``--update-rows``) into
+   ``bench.small`` (``--small-rows``) and ``bench.big`` (``--big-rows``), both preloaded on the
+   source and in the lake without the binlog (``_scale.py``), each with ``[applier]
+   max_transactions = 50`` and with the default batch bounds: rows/s, batches, seconds per
+   batch, and big / small. Then reads of ``bench.big`` (count, point lookup) and its delete
+   files: what the equality deletes cost until compaction.
+4. ``mixed``: a sustained mixed workload over three tables (``_scale.MixedWorkload``: order
+   inserts with three lines each, customer updates at random keys, order updates, deletes of
+   random lines and orders; ``--mixed-transactions``), binlake against python-mysql-replication
+   appending every row image of the three tables (``_scale.reference_mixed``).
+5. ``lag-big``: ``--big-rate`` rows/s of random-key updates into ``bench.big`` for
+   ``--big-seconds`` s (``[applier] max_seconds = --big-max-seconds``), lag p50/p95/max.
 
-One Spark session (``local[2]``, the embedded Hadoop catalog) serves both. Not a test.
+Not a test. Defaults are the figures docs/benchmarks.md reports (10 M rows: minutes to load);
+a quick check of the script: ``--rows 20000 --seconds 5 --big-rows 200000 --small-rows 20000
+--updates 5000 --mixed-transactions 100 --big-seconds 5``.
 
-    .venv/bin/python bench/replicate.py [--rows 200000] [--rate 2000] [--seconds 30]
+    .venv/bin/python bench/replicate.py [--sections scale,mixed] [...]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import statistics
 import tempfile
 import threading
 import time
@@ -41,6 +54,20 @@ from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
+from _scale import (
+    MixedWorkload,
+    Paced,
+    binlog_reader,
+    describe_lag,
+    fill_lake,
+    fill_source,
+    lags,
+    lake_commits,
+    load_average,
+    random_updates,
+    reference_mixed,
+)
+from binlake.apply.applier import ApplyResult
 from binlake.apply.replicate import Replicator
 from binlake.config import load_config
 from binlake.console import Console
@@ -48,6 +75,7 @@ from binlake.lake.iceberg_meta import read_table
 from binlake.lake.session import SparkSettings, build_session, stop_session
 from binlake_dev.sandbox import MariaDBSandbox
 
+SECTIONS = ("throughput", "lag", "scale", "mixed", "lag-big")
 DDL = (
     "CREATE TABLE bench.orders (id BIGINT PRIMARY KEY, customer INT NOT NULL, "
     "amount DECIMAL(10,2) NOT NULL, note VARCHAR(64), updated DATETIME(6) NOT NULL)"
@@ -67,14 +95,20 @@ REFERENCE_SCHEMA = st.StructType(
     ]
 )
 REFERENCE_TABLE = "lake.bench_reference.orders"
+#: ``[applier]`` of the scale section's bounded run (the issue's measurement).
+BOUNDED = "max_transactions = 50\n"
+
+
+def say(line: str) -> None:
+    print(f"{line}  [load {load_average()}]", flush=True)
 
 
 @dataclass
 class Source:
     sandbox: MariaDBSandbox
     next_id: int = 1
-    #: (commit time, binlog offset after the commit) of the paced workload's transactions.
-    commits: list[tuple[float, int]] = field(default_factory=list)
+    #: (commit time, (binlog file number, offset after the commit)) of paced transactions.
+    commits: list[tuple[float, tuple[int, int]]] = field(default_factory=list)
 
     def transaction(self, cursor: Any, rows: int, update_every: int = 5) -> int:
         """Insert ``rows`` rows (and update a fifth of them) in one transaction; row changes."""
@@ -103,7 +137,7 @@ def backlog(source: Source, rows: int, per_transaction: int) -> int:
 
 
 def paced(source: Source, rate: float, seconds: float, per_transaction: int) -> None:
-    """``rate`` rows/s for ``seconds`` s; records each commit's time and binlog offset."""
+    """``rate`` rows/s for ``seconds`` s; records each commit's time and binlog position."""
     interval = per_transaction / rate
     with source.sandbox.connect("bench", autocommit=False) as conn, conn.cursor() as cursor:
         start = time.monotonic()
@@ -111,7 +145,8 @@ def paced(source: Source, rate: float, seconds: float, per_transaction: int) -> 
         while time.monotonic() - start < seconds:
             source.transaction(cursor, per_transaction, update_every=0)
             conn.commit()
-            source.commits.append((time.time(), source.position(cursor)[1]))
+            file, offset = source.position(cursor)
+            source.commits.append((time.time(), (int(file.rsplit(".", 1)[1]), offset)))
             n += 1
             time.sleep(max(0.0, start + n * interval - time.monotonic()))
 
@@ -119,36 +154,48 @@ def paced(source: Source, rate: float, seconds: float, per_transaction: int) -> 
 # ---- binlake ----------------------------------------------------------------------------------
 
 
-def write_config(folder: Path, source: Source, warehouse: Path) -> Path:
-    path = folder / "binlake.toml"
+def write_config(
+    folder: Path,
+    source: Source,
+    warehouse: Path,
+    *,
+    tables: tuple[str, ...],
+    applier: str = "max_seconds = 1.0\nmax_transactions = 100000\n",
+    name: str = "binlake.toml",
+) -> Path:
+    """A config whose state folder is ``folder/state``; ``tables`` of database ``bench``."""
+    path = folder / name
+    include = ", ".join(f'"bench.{t}"' for t in tables)
     path.write_text(
         f'[source]\nhost = "127.0.0.1"\nport = {source.sandbox.port}\nuser = "root"\n'
         f'server_id = 4242\n[state]\ndir = "{folder / "state"}"\n'
-        f'[target]\nwarehouse = "{warehouse}"\n[tables]\ninclude = ["bench.orders"]\n'
-        "[applier]\nmax_seconds = 1.0\nmax_transactions = 100000\n"
-        "[snapshot]\ninitial = false\n"
+        f'[target]\nwarehouse = "{warehouse}"\n[tables]\ninclude = [{include}]\n'
+        f"[applier]\n{applier}[snapshot]\ninitial = false\n"
     )
     return path
 
 
-def binlake_throughput(config: Path, spark: SparkSession) -> tuple[float, int]:
+def replicate(config: Path, spark: SparkSession) -> tuple[float, ApplyResult]:
+    """``binlake replicate --until-caught-up`` in this process: seconds, what it applied."""
     replicator = Replicator(
         load_config(config), until_caught_up=True, spark=spark, console=Console(io.StringIO())
     )
     started = time.monotonic()
     result = replicator.run()
-    return time.monotonic() - started, result.applied.row_changes
+    return time.monotonic() - started, result.applied
 
 
-def binlake_live(config: Path, spark: SparkSession, workload: Callable[[], None]) -> None:
-    """Run the replicator live while ``workload`` runs; stop once the lake has it all."""
+def binlake_live(
+    config: Path, spark: SparkSession, workload: Callable[[], None], table: str
+) -> None:
+    """Run the replicator live while ``workload`` runs; stop once ``bench.table`` has it all."""
     loaded = load_config(config)
     replicator = Replicator(loaded, spark=spark, console=Console(io.StringIO()))
 
     def drive() -> None:
         workload()
         final = source_end(loaded)
-        while lake_offset(loaded.target.warehouse) < final:
+        while lake_position(loaded.target.warehouse, table) < final:
             time.sleep(0.1)
         replicator.request_stop()
 
@@ -158,49 +205,28 @@ def binlake_live(config: Path, spark: SparkSession, workload: Callable[[], None]
     thread.join()
 
 
-def source_end(config: Any) -> int:
+def source_end(config: Any) -> tuple[int, int]:
     import pymysql
 
     connection = pymysql.connect(host="127.0.0.1", port=config.source.port, user="root")
     with connection as conn, conn.cursor() as cursor:
         cursor.execute("SHOW MASTER STATUS")
-        return int(cursor.fetchone()[1])
+        file, offset = cursor.fetchone()[:2]
+        return int(str(file).rsplit(".", 1)[1]), int(offset)
 
 
-def lake_offset(warehouse: Path) -> int:
-    table = read_table(warehouse, ("bench", "orders"))
-    snapshots = table.binlake_snapshots if table is not None else ()
-    position = snapshots[0].position if snapshots else None
-    return position.offset if position is not None else 0
-
-
-def binlake_commits(warehouse: Path) -> list[tuple[float, int]]:
-    """(commit time, source offset) of each binlake snapshot, oldest first."""
-    table = read_table(warehouse, ("bench", "orders"))
-    assert table is not None
-    return [
-        (s.timestamp_ms / 1000, s.position.offset)
-        for s in reversed(table.binlake_snapshots)
-        if s.position is not None
-    ]
+def lake_position(warehouse: Path, table: str) -> tuple[int, int]:
+    commits = lake_commits(warehouse, table) if read_table(warehouse, ("bench", table)) else []
+    return commits[-1][1] if commits else (0, 0)
 
 
 # ---- the reference ----------------------------------------------------------------------------
 
 
 def reader(source: Source, start: tuple[str, int], blocking: bool) -> BinLogStreamReader:
-    settings = {"host": "127.0.0.1", "port": source.sandbox.port, "user": "root", "passwd": ""}
-    return BinLogStreamReader(
-        connection_settings=settings,
-        server_id=99,
-        blocking=blocking,
-        resume_stream=True,
-        log_file=start[0],
-        log_pos=start[1],
-        only_events=[WriteRowsEvent, UpdateRowsEvent, HeartbeatLogEvent],
-        only_schemas=["bench"],
-        slave_heartbeat=0.5 if blocking else None,
-    )
+    events = [WriteRowsEvent, UpdateRowsEvent, HeartbeatLogEvent]
+    port = source.sandbox.port
+    return binlog_reader(port, start, events, ["orders"], server_id=99, blocking=blocking)
 
 
 def row_of(values: dict[str, Any]) -> tuple[Any, ...]:
@@ -242,26 +268,27 @@ def append(spark: SparkSession, rows: list[tuple[Any, ...]]) -> int:
 
 def reference_live(
     source: Source, spark: SparkSession, start: tuple[str, int], workload: Callable[[], None]
-) -> list[tuple[float, int]]:
-    """Read live, append once a second; (append done time, source offset read) per append."""
+) -> list[tuple[float, tuple[int, int]]]:
+    """Read live, append once a second; (append done time, source position read) per append."""
     done = threading.Event()
     thread = threading.Thread(target=lambda: (workload(), done.set()))
     thread.start()
     stream = reader(source, start, blocking=True)
-    appends: list[tuple[float, int]] = []
+    appends: list[tuple[float, tuple[int, int]]] = []
     rows: list[tuple[Any, ...]] = []
     last = time.monotonic()
-    final: int | None = None
+    final: tuple[int, int] | None = None
     for event in stream:  # heartbeats wake the loop up when the source is quiet
         if isinstance(event, WriteRowsEvent):
             rows += [row_of(r["values"]) for r in event.rows]
         if done.is_set() and final is None:
             final = source.commits[-1][1]
-        reached = final is not None and stream.log_pos >= final
+        here = (int(stream.log_file.rsplit(".", 1)[1]), stream.log_pos)
+        reached = final is not None and here >= final
         if rows and (time.monotonic() - last >= 1.0 or reached):
             append(spark, rows)
             rows, last = [], time.monotonic()
-            appends.append((time.time(), stream.log_pos))
+            appends.append((time.time(), here))
         if reached and not rows:
             break
     stream.close()
@@ -269,43 +296,222 @@ def reference_live(
     return appends
 
 
-# ---- lag ------------------------------------------------------------------------------------
+# ---- sections ---------------------------------------------------------------------------------
 
 
-def lags(commits: list[tuple[float, int]], lake: list[tuple[float, int]]) -> list[float]:
-    out = []
-    for committed, offset in commits:
-        holding = [when for when, reached in lake if reached >= offset]
-        if holding:
-            out.append(max(0.0, min(holding) - committed))
-    return out
+@dataclass
+class Run:
+    folder: Path
+    source: Source
+    spark: SparkSession
+    args: argparse.Namespace
+
+    @property
+    def warehouse(self) -> Path:
+        return self.folder / "warehouse"
+
+    def state(self, name: str) -> Path:
+        folder = self.folder / name
+        folder.mkdir(exist_ok=True)
+        return folder
 
 
-def describe_lag(name: str, values: list[float], expected: int) -> str:
-    if not values:
-        return f"{name}: no transaction reached the lake"
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return (
-        f"{name}: lag p50 {statistics.median(ordered):.2f} s, p95 {p95:.2f} s, max "
-        f"{ordered[-1]:.2f} s ({len(values)} of {expected} transactions)"
+def section_throughput(run: Run) -> None:
+    args, source, spark = run.args, run.source, run.spark
+    run.source.sandbox.execute(DDL)
+    with source.sandbox.connect() as conn, conn.cursor() as cursor:
+        start = source.position(cursor)
+    changes = backlog(source, args.rows, args.rows_per_transaction)
+    say(f"throughput backlog: {changes:,} row changes ({args.rows:,} inserts + updates)")
+    config = write_config(run.state("throughput"), source, run.warehouse, tables=("orders",))
+    seconds, applied = replicate(config, spark)
+    say(
+        f"binlake replicate: {applied.row_changes:,} row changes in {seconds:.1f} s = "
+        f"{applied.row_changes / seconds:,.0f} rows/s (exactly once, {applied.batches} batches)"
     )
+    seconds, written = reference_throughput(source, spark, start, args.reference_batch)
+    say(
+        f"python-mysql-replication + Spark appends: {written:,} rows in {seconds:.1f} s = "
+        f"{written / seconds:,.0f} rows/s (no exactly-once)"
+    )
+
+
+def section_lag(run: Run) -> None:
+    args, source, spark = run.args, run.source, run.spark
+    config = run.state("throughput") / "binlake.toml"
+    if not config.exists():
+        section_throughput(run)
+
+    def workload() -> None:
+        paced(source, args.rate, args.seconds, args.rows_per_transaction)
+
+    say(f"lag at {args.rate:,.0f} rows/s for {args.seconds:.0f} s:")
+    source.commits.clear()
+    binlake_live(config, spark, workload, "orders")
+    ours = lags(source.commits, lake_commits(run.warehouse, "orders"))
+    say("  " + describe_lag("binlake replicate", ours, len(source.commits)))
+    with source.sandbox.connect() as conn, conn.cursor() as cursor:
+        start = source.position(cursor)
+    source.commits.clear()
+    appends = reference_live(source, spark, start, workload)
+    theirs = lags(source.commits, appends)
+    say("  " + describe_lag("python-mysql-replication + appends", theirs, len(source.commits)))
+
+
+def preload_scale(run: Run) -> Path:
+    """``bench.small`` and ``bench.big`` on both sides (``_scale.py``); the default config."""
+    folder = run.state("scale")
+    config = folder / "binlake.toml"
+    if config.exists():
+        return config
+    args = run.args
+    for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+        started = time.monotonic()
+        fill_source(run.source.sandbox, name, rows)
+        say(f"source bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
+    config = write_config(folder, run.source, run.warehouse, tables=("small", "big"), applier="")
+    write_config(folder, run.source, run.warehouse, tables=("small", "big"), applier=BOUNDED,
+                 name="bounded.toml")  # fmt: skip
+    replicate(config, run.spark)
+    for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+        started = time.monotonic()
+        fill_lake(run.spark, name, rows)
+        say(f"lake bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
+    return config
+
+
+def section_scale(run: Run) -> None:
+    args = run.args
+    defaults = preload_scale(run)
+    rates: dict[tuple[str, str], float] = {}
+    for label, config in (("max_transactions 50", defaults.with_name("bounded.toml")),
+                          ("default bounds", defaults)):  # fmt: skip
+        for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+            seed = len(rates)
+            changed = random_updates(run.source.sandbox, name, rows, args.updates,
+                                     args.update_rows, seed)  # fmt: skip
+            seconds, applied = replicate(config, run.spark)
+            rate = applied.row_changes / seconds
+            rates[(label, name)] = rate
+            per_batch = seconds / max(applied.batches, 1)
+            say(
+                f"scale, {label}: {changed:,} random-key updates into {rows:,} rows: "
+                f"{rate:,.0f} rows/s, {applied.batches} batches, {per_batch:.2f} s per batch"
+            )
+        ratio = rates[(label, "big")] / rates[(label, "small")]
+        say(f"scale, {label}: {args.big_rows:,} rows / {args.small_rows:,} rows = {ratio:.2f}x")
+    reads(run, "big", args.big_rows)
+
+
+def reads(run: Run, name: str, rows: int) -> None:
+    """Warm reads of ``bench.name`` (median of 3) and its delete files."""
+    table = f"lake.bench.{name}"
+    run.spark.sql(f"REFRESH TABLE {table}")
+    queries = {
+        "count(*)": f"SELECT count(*) FROM {table}",
+        "point lookup": f"SELECT * FROM {table} WHERE id = {rows // 2}",
+    }
+    for label, query in queries.items():
+        run.spark.sql(query).collect()
+        times = []
+        for _ in range(3):
+            started = time.monotonic()
+            run.spark.sql(query).collect()
+            times.append(time.monotonic() - started)
+        say(f"read {table} {label}: {sorted(times)[1]:.2f} s")
+    summary = run.spark.sql(
+        f"SELECT summary FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).collect()[0]["summary"]
+    say(
+        f"{table}: {summary.get('total-delete-files')} delete files, "
+        f"{summary.get('total-equality-deletes')} equality-delete rows (until compaction)"
+    )
+
+
+def section_mixed(run: Run) -> None:
+    args, spark = run.args, run.spark
+    workload = MixedWorkload(run.source.sandbox, customers=args.mixed_customers)
+    workload.create()
+    workload.run(5)
+    tables = ("m_orders", "m_customers", "m_lines")
+    config = write_config(run.state("mixed"), run.source, run.warehouse, tables=tables,
+                          applier="")  # fmt: skip
+    replicate(config, spark)  # the tables exist in the lake; the customers are there
+    with run.source.sandbox.connect() as conn, conn.cursor() as cursor:
+        start = run.source.position(cursor)
+    started = time.monotonic()
+    changes = workload.run(args.mixed_transactions)
+    say(
+        f"mixed backlog: {changes:,} row changes in {args.mixed_transactions:,} transactions "
+        f"over 3 tables, written in {time.monotonic() - started:.1f} s"
+    )
+    seconds, applied = replicate(config, spark)
+    ours = applied.row_changes / seconds
+    say(
+        f"binlake replicate (default bounds): {applied.row_changes:,} row changes in "
+        f"{seconds:.1f} s = {ours:,.0f} rows/s, {applied.batches} batches"
+    )
+    seconds, written = reference_mixed(run.source.sandbox, spark, start, args.reference_batch)
+    theirs = written / seconds
+    say(
+        f"python-mysql-replication + appends: {written:,} row images in {seconds:.1f} s = "
+        f"{theirs:,.0f} rows/s; binlake / reference = {ours / theirs:.2f}x"
+    )
+
+
+def section_lag_big(run: Run) -> None:
+    args = run.args
+    defaults = preload_scale(run)
+    config = write_config(
+        defaults.parent,
+        run.source,
+        run.warehouse,
+        tables=("small", "big"),
+        applier=f"max_seconds = {args.big_max_seconds}\n",
+        name="lag.toml",
+    )
+    paced = Paced(run.source.sandbox, "big", args.big_rows)
+
+    def workload() -> None:
+        paced.run(args.big_rate, args.big_seconds, args.update_rows)
+
+    say(
+        f"lag at {args.big_rate:,.0f} rows/s of random-key updates into {args.big_rows:,} rows "
+        f"for {args.big_seconds:.0f} s (max_seconds {args.big_max_seconds}):"
+    )
+    binlake_live(config, run.spark, workload, "big")
+    ours = lags(paced.commits, lake_commits(run.warehouse, "big"))
+    say("  " + describe_lag("binlake replicate", ours, len(paced.commits)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rows-per-transaction", type=int, default=200)
     parser.add_argument("--reference-batch", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=2000.0, help="rows/s for the lag test")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--big-rows", type=int, default=10_000_000)
+    parser.add_argument("--small-rows", type=int, default=100_000)
+    parser.add_argument("--updates", type=int, default=50_000)
+    parser.add_argument("--update-rows", type=int, default=100, help="rows per transaction")
+    parser.add_argument("--mixed-transactions", type=int, default=3_000)
+    parser.add_argument("--mixed-customers", type=int, default=100_000)
+    parser.add_argument("--big-rate", type=float, default=5000.0)
+    parser.add_argument("--big-seconds", type=float, default=60.0)
+    parser.add_argument("--big-max-seconds", type=float, default=0.5)
     args = parser.parse_args()
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     with tempfile.TemporaryDirectory(prefix="binlake-bench-") as tmp:
-        run(Path(tmp), args)
+        run_sections(Path(tmp), args, sections)
 
 
 def warm_up(spark: SparkSession) -> None:
-    """One CREATE, MERGE and append first, so that neither contender pays the JVM's warm-up."""
+    """One CREATE, MERGE and append first, so that no contender pays the JVM's warm-up."""
     spark.sql("CREATE TABLE lake.warmup.t (id BIGINT NOT NULL, v STRING) USING iceberg")
     spark.range(1000).selectExpr("id", "cast(id as string) v").createOrReplaceTempView("w")
     spark.sql("INSERT INTO lake.warmup.t SELECT * FROM w")
@@ -315,51 +521,26 @@ def warm_up(spark: SparkSession) -> None:
     )
 
 
-def run(folder: Path, args: argparse.Namespace) -> None:
+def run_sections(folder: Path, args: argparse.Namespace, sections: list[str]) -> None:
     sandbox = MariaDBSandbox(folder / "mariadb").start()
     spark = build_session(SparkSettings(warehouse=folder / "warehouse"))
     try:
         warm_up(spark)
         sandbox.execute("CREATE DATABASE bench")
-        sandbox.execute(DDL)
-        source = Source(sandbox)
-        with sandbox.connect() as conn, conn.cursor() as cursor:
-            start = source.position(cursor)
-        changes = backlog(source, args.rows, args.rows_per_transaction)
-        print(f"backlog: {changes:,} row changes ({args.rows:,} inserts + updates)")
-        config = write_config(folder, source, folder / "warehouse")
-        seconds, applied = binlake_throughput(config, spark)
-        print(
-            f"binlake replicate: {applied:,} row changes in {seconds:.1f} s = "
-            f"{applied / seconds:,.0f} rows/s (exactly once, MERGE per batch)"
-        )
-        seconds, written = reference_throughput(source, spark, start, args.reference_batch)
-        print(
-            f"python-mysql-replication + Spark appends: {written:,} rows in {seconds:.1f} s = "
-            f"{written / seconds:,.0f} rows/s (no exactly-once)"
-        )
-        lag_test(folder, source, spark, config, args)
+        run = Run(folder, Source(sandbox), spark, args)
+        handlers = {
+            "throughput": section_throughput,
+            "lag": section_lag,
+            "scale": section_scale,
+            "mixed": section_mixed,
+            "lag-big": section_lag_big,
+        }
+        for name in sections:
+            say(f"== {name}")
+            handlers[name](run)
     finally:
         stop_session(spark)
         sandbox.stop()
-
-
-def lag_test(
-    folder: Path, source: Source, spark: SparkSession, config: Path, args: argparse.Namespace
-) -> None:
-    def workload() -> None:
-        paced(source, args.rate, args.seconds, args.rows_per_transaction)
-
-    print(f"lag at {args.rate:,.0f} rows/s for {args.seconds:.0f} s:")
-    binlake_live(config, spark, workload)
-    ours = lags(source.commits, binlake_commits(folder / "warehouse"))
-    print("  " + describe_lag("binlake replicate", ours, len(source.commits)))
-    with source.sandbox.connect() as conn, conn.cursor() as cursor:
-        start = source.position(cursor)
-    source.commits.clear()
-    appends = reference_live(source, spark, start, workload)
-    theirs = lags(source.commits, appends)
-    print("  " + describe_lag("python-mysql-replication + appends", theirs, len(source.commits)))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ class KeyedChanges:
         self._net: dict[Row, _Net] = {}
         #: Row changes taken in (not net): for metrics.
         self.changes = 0
+        self._absent: bool | None = None
 
     def __len__(self) -> int:
         return len(self._net)
@@ -159,8 +160,10 @@ class KeyedChanges:
 
     def _upsert(self, key: Row, row: Row, *, existed: bool) -> None:
         self._net[key] = _Net(Op.UPSERT, row, existed)
+        self._absent = None
 
     def _delete(self, key: Row) -> None:
+        self._absent = None
         previous = self._net.get(key)
         if previous is not None and not previous.existed:
             del self._net[key]  # inserted in this batch: nothing reaches the lake
@@ -180,7 +183,10 @@ class KeyedChanges:
 
     @property
     def has_absent(self) -> bool:
-        return any(e.row is not None and _lacks(e.row) for e in self._net.values())
+        """Some net row lacks a column value (known once per state of the change set)."""
+        if self._absent is None:
+            self._absent = any(e.row is not None and _lacks(e.row) for e in self._net.values())
+        return self._absent
 
     def to_arrow(self, columns: Sequence[LakeColumn]) -> pa.Table:
         """The net change as an Arrow table: ``columns`` (the lake table's, matched to the

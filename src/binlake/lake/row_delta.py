@@ -65,6 +65,27 @@ JavaObject = Any
 
 
 @dataclass(frozen=True)
+class _Classes:
+    """The Java classes and constants a row delta calls (Py4J handles)."""
+
+    spark3_util: JavaObject
+    schema_parser: JavaObject
+    spec_parser: JavaObject
+    order_parser: JavaObject
+    json_util: JavaObject
+    table_util: JavaObject
+    parquet_util: JavaObject
+    files: JavaObject
+    metrics_config: JavaObject
+    data_files: JavaObject
+    file_metadata: JavaObject
+    parquet: JavaObject
+    java_files: JavaObject
+    java_file: JavaObject
+    java_int: JavaObject
+
+
+@dataclass(frozen=True)
 class DeltaTable:
     """One Iceberg table loaded for a row delta: the Java table and its layout."""
 
@@ -99,20 +120,39 @@ class RowDeltaWriter:
         self._jvm = jvm
         self._gateway = gateway
         self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+        #: Java classes, looked up once (each ``jvm.a.b.C`` is a round trip per name part).
+        iceberg = jvm.org.apache.iceberg
+        self._iceberg = _Classes(
+            spark3_util=iceberg.spark.Spark3Util,
+            schema_parser=iceberg.SchemaParser,
+            spec_parser=iceberg.PartitionSpecParser,
+            order_parser=iceberg.SortOrderParser,
+            json_util=iceberg.util.JsonUtil,
+            table_util=iceberg.TableUtil,
+            parquet_util=iceberg.parquet.ParquetUtil,
+            files=iceberg.Files,
+            metrics_config=iceberg.MetricsConfig,
+            data_files=iceberg.DataFiles,
+            file_metadata=iceberg.FileMetadata,
+            parquet=iceberg.FileFormat.PARQUET,
+            java_files=jvm.java.nio.file.Files,
+            java_file=jvm.java.io.File,
+            java_int=jvm.int,
+        )
 
     # ---- loading ---------------------------------------------------------------------------
 
     def open(self, name: str, key: tuple[str, ...], table: str) -> DeltaTable:
         """Load ``name`` (a Spark SQL table name) and its layout; ``key``: its key columns."""
         with spark_errors(f"load Iceberg table {name}", table):
-            iceberg = self._jvm.org.apache.iceberg
-            java = iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+            c = self._iceberg
+            java = c.spark3_util.loadIcebergTable(self.spark._jsparkSession, name)
             texts = (
-                str(iceberg.SchemaParser.toJson(java.schema())),
-                str(iceberg.PartitionSpecParser.toJson(java.spec())),
-                str(iceberg.SortOrderParser.toJson(java.sortOrder())),
-                str(iceberg.util.JsonUtil.mapper().writeValueAsString(java.properties())),
-                str(iceberg.TableUtil.formatVersion(java)),
+                str(c.schema_parser.toJson(java.schema())),
+                str(c.spec_parser.toJson(java.spec())),
+                str(c.order_parser.toJson(java.sortOrder())),
+                str(c.json_util.mapper().writeValueAsString(java.properties())),
+                str(c.table_util.formatVersion(java)),
                 *key,
             )
             snapshot = java.currentSnapshot()
@@ -162,7 +202,7 @@ class RowDeltaWriter:
     def _store(self, target: DeltaTable, rows: pa.Table, *, deletes: bool) -> tuple[str, int, Any]:
         """Write ``rows`` to a staging file, stream it into the table's FileIO; (location,
         size, Iceberg metrics)."""
-        jvm = self._jvm
+        c = self._iceberg
         kind = "eq-deletes" if deletes else "data"
         location = str(
             target.java.locationProvider().newDataLocation(f"binlake-{uuid.uuid4()}-{kind}.parquet")
@@ -176,12 +216,11 @@ class RowDeltaWriter:
                 raise_os_error(exc, staging, "writing a row-delta staging file")
             stream = target.java.io().newOutputFile(location).create()
             try:
-                jvm.java.nio.file.Files.copy(jvm.java.io.File(staging).toPath(), stream)
+                c.java_files.copy(c.java_file(staging).toPath(), stream)
             finally:
                 stream.close()
-            iceberg = jvm.org.apache.iceberg
-            metrics = iceberg.parquet.ParquetUtil.fileMetrics(
-                iceberg.Files.localInput(staging), iceberg.MetricsConfig.forTable(target.java)
+            metrics = c.parquet_util.fileMetrics(
+                c.files.localInput(staging), c.metrics_config.forTable(target.java)
             )
         finally:
             os.unlink(staging)
@@ -190,12 +229,12 @@ class RowDeltaWriter:
     def _data_file(
         self, target: DeltaTable, spec: JavaObject, location: str, size: int, metrics: JavaObject
     ) -> JavaObject:
-        iceberg = self._jvm.org.apache.iceberg
+        c = self._iceberg
         builder = (
-            iceberg.DataFiles.builder(spec)
+            c.data_files.builder(spec)
             .withPath(location)
             .withFileSizeInBytes(size)
-            .withFormat(iceberg.FileFormat.PARQUET)
+            .withFormat(c.parquet)
             .withMetrics(metrics)
         )
         if target.layout.sort:
@@ -205,16 +244,16 @@ class RowDeltaWriter:
     def _delete_file(
         self, spec: JavaObject, location: str, size: int, metrics: JavaObject, layout: DeltaLayout
     ) -> JavaObject:
-        iceberg = self._jvm.org.apache.iceberg
-        ids = self._gateway.new_array(self._jvm.int, len(layout.key))
+        c = self._iceberg
+        ids = self._gateway.new_array(c.java_int, len(layout.key))
         for i, field_id in enumerate(layout.key_field_ids):
             ids[i] = field_id
         return (
-            iceberg.FileMetadata.deleteFileBuilder(spec)
+            c.file_metadata.deleteFileBuilder(spec)
             .ofEqualityDeletes(ids)
             .withPath(location)
             .withFileSizeInBytes(size)
-            .withFormat(iceberg.FileFormat.PARQUET)
+            .withFormat(c.parquet)
             .withMetrics(metrics)
             .build()
         )
