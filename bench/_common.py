@@ -8,11 +8,16 @@ from binlake_dev.sandbox import MariaDBSandbox
 
 
 def write_config(
-    folder: Path, sandbox: MariaDBSandbox, *, receiver: str = "", tables: str = ""
+    folder: Path,
+    sandbox: MariaDBSandbox,
+    *,
+    receiver: str = "",
+    tables: str = "",
+    applier: str = "",
 ) -> Path:
     """``folder/binlake.toml``: ``sandbox`` as the source, the state folder and the warehouse in
-    ``folder``, the tables of database ``bench``. ``receiver`` and ``tables`` are more lines of
-    those sections."""
+    ``folder``, the tables of database ``bench``. ``receiver``, ``tables`` and ``applier`` are
+    more lines of those sections."""
     path = folder / "binlake.toml"
     path.write_text(
         "[source]\n"
@@ -31,5 +36,7 @@ def write_config(
         "[tables]\n"
         'include = ["bench.*"]\n'
         f"{tables}"
+        "[applier]\n"
+        f"{applier}"
     )
     return path

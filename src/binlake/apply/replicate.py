@@ -2,12 +2,14 @@
 
 The process takes the state folder's lock once, for both: the receiver writes the relay log,
 the applier writes the checkpoint record and purges old relay files. The receiver recovers the
-relay log at its start (design "Recovery routine", step 1) while this thread starts Spark and
-checks the target (``binlake.lake.target_check``: the master, an executor, the catalog, the
-namespaces, the warehouse's space; a problem stops the run with its fix); the
+relay log at its start (design "Recovery routine", step 1), once it has logged in to the source;
+meanwhile this thread starts Spark, checks the target (``binlake.lake.target_check``: the master,
+an executor, the catalog, the namespaces, the warehouse's space; a problem stops the run with its
+fix) and warms Spark for the first batch (``binlake.lake.warm``). The
 applier then reads the lake's positions and starts at the recorded checkpoint (steps 2-4, see
-``binlake.apply.applier``). A lost source position is the receiver's
-``SourcePositionLostError`` (step 5), raised here.
+``binlake.apply.applier``). A source that cannot be reached or a refused login is reported
+before Spark starts; a lost source position (``SourcePositionLostError``, step 5), known only
+once the dump starts, is raised here as soon as the receiver meets it.
 
 Stopping: ``request_stop`` (SIGINT/SIGTERM) stops the applier after the commit in progress (an
 open batch is abandoned: never half committed) and the receiver at a transaction boundary;
@@ -19,6 +21,8 @@ has applied everything up to the relay log's end.
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass
 
 from binlake.apply.applier import Applier, ApplyResult
@@ -27,6 +31,7 @@ from binlake.console import Console, ReceiverProgress
 from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
 from binlake.lake.target import lake_target
 from binlake.lake.target_check import require_target
+from binlake.lake.warm import warm_up
 from binlake.metrics import Metrics, MetricsServer
 from binlake.relay.handoff import RelayProgress
 from binlake.source.receiver import Receiver, ReceiveResult
@@ -107,17 +112,17 @@ class Replicator:
             self.relay.finish(outcome=self._received.outcome.value)
 
     def _apply(self) -> ApplyResult:
-        state = self.relay.state()
-        while state.durable is None and not state.finished and not self._stop.is_set():
-            # Spark takes seconds to start: a source that cannot be reached, a wrong password
-            # or a lost position is reported first.
-            state = self.relay.wait_past(None, 0.5)
-        if state.durable is None and state.error is not None:
-            raise state.error
         own = self._spark is None
-        spark = self._spark or build_session(spark_settings(self.target, APP_NAME))
+        spark = self._spark or self._start_spark()
+        if spark is None:
+            return ApplyResult(commits=Counter(), zero_dates=Counter())  # stopped early
         try:
             require_target(spark, self.target)
+            state = self.relay.state()
+            while state.durable is None and not state.finished and not self._stop.is_set():
+                state = self.relay.wait_past(None, 0.5)
+            if state.durable is None and state.error is not None:
+                raise state.error
             applier = self._applier = Applier(
                 self.config,
                 spark,
@@ -138,6 +143,35 @@ class Replicator:
         if state.error is not None:
             raise state.error
         return result
+
+    def _start_spark(self) -> SparkSession | None:
+        """The session, started once the receiver has logged in to the source (so that a source
+        that cannot be reached or a refused login is reported before Spark starts, which takes
+        seconds), while the receiver recovers the relay log; then warmed for the first batch
+        (``binlake.lake.warm``). None when the run ended (or was stopped) before that."""
+        state = self.relay.state()
+        while not self.receiver.connected.is_set() and not self._stop.is_set():
+            if state.finished:
+                if state.error is not None:
+                    raise state.error
+                return None
+            state = self.relay.wait_past(None, 0.1)
+        if self._stop.is_set():
+            return None
+        started = time.monotonic()
+        spark = build_session(spark_settings(self.target, APP_NAME))
+        ready = time.monotonic()
+        try:
+            warmed = warm_up(spark, self.target)
+        except BaseException:
+            stop_session(spark)
+            raise
+        self.console.message(
+            "apply",
+            f"Spark started in {ready - started:.1f} s, warmed in {time.monotonic() - ready:.1f} s "
+            f"({warmed})",
+        )
+        return spark
 
     def _metrics_server(self) -> _Serving:
         return _Serving(self.metrics, self.config.applier.metrics_port, self.console)

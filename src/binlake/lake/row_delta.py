@@ -258,6 +258,32 @@ class RowDeltaWriter:
             .build()
         )
 
+    # ---- warming up ------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Run the Python and Java code of ``stage`` once on a one-row file in a temporary
+        folder (no table, no warehouse, nothing committed): a new JVM loads the classes and a
+        new process imports pyarrow's writer before the first batch needs them."""
+        c = self._iceberg
+        field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+        rows = pa.Table.from_arrays([pa.array([1], pa.int64())], schema=pa.schema([field]))
+        with tempfile.TemporaryDirectory(prefix="binlake-warm-") as folder:
+            path = os.path.join(folder, "warm.parquet")
+            size = write_parquet(rows, path, {}, deletes=False)
+            with spark_errors("warm up the row-delta writer"):
+                metrics = c.parquet_util.fileMetrics(
+                    c.files.localInput(path), c.metrics_config.getDefault()
+                )
+                spec = self._jvm.org.apache.iceberg.PartitionSpec.unpartitioned()
+                c.data_files.builder(spec).withPath(path).withFileSizeInBytes(size).withFormat(
+                    c.parquet
+                ).withMetrics(metrics).build()
+                ids = self._gateway.new_array(c.java_int, 1)
+                ids[0] = 1
+                c.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(
+                    path
+                ).withFileSizeInBytes(size).withFormat(c.parquet).withMetrics(metrics).build()
+
     # ---- the commit ------------------------------------------------------------------------
 
     def commit(self, staged: StagedDelta, properties: Mapping[str, str], table: str) -> int:

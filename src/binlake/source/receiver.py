@@ -3,9 +3,11 @@
 One run:
 
 1. take the state folder's lock (a second process refuses, naming the first);
-2. recover the relay log (WL#5493: trim to the last complete transaction, clear IN_USE) and
+2. connect and log in (a source that cannot be reached, or refuses the login, is reported at
+   once); ``connected`` is set then (``binlake replicate`` starts Spark while step 3 runs);
+3. recover the relay log (WL#5493: trim to the last complete transaction, clear IN_USE) and
    derive the restart point from it alone (WL#4621, relay/restart.py);
-3. connect; check the server's identity against ``source.state`` and the restart point
+   then check the server's identity against ``source.state`` and the restart point
    (source/identity.py); refuse a different server unless ``--accept-new-source``;
 4. open the relay log writer (a new relay file, whose header carries the source context) and
    dump from the restart point: by GTID state or by file and offset (``[source] mode``);
@@ -126,6 +128,8 @@ class Receiver:
         self._reconnects = 0
         self._outcome: Outcome | None = None
         self._facts = FactRecorder(SourceQueries(connection_settings(config.source)))
+        #: Set once the run's first connection has logged in to the source.
+        self.connected = threading.Event()
 
     @property
     def address(self) -> str:
@@ -144,8 +148,14 @@ class Receiver:
             # A damaged source.state is refused now, before recovery publishes the relay log:
             # an applier in the same process (replicate) would otherwise start and purge.
             self._state_file.read()
-            restart = self._recover(initial=True)
             connection: SourceConnection | None = self._first_connection()
+            self.connected.set()
+            try:
+                restart = self._recover(initial=True)
+            except BaseException:
+                if connection is not None:
+                    connection.close()
+                raise
             final: RestartPoint | None = None
             while connection is not None:
                 final = self._session(connection, restart)
