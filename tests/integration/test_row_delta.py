@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +310,43 @@ def test_the_warehouse_sync_before_a_checkpoint_takes_the_row_delta_files(
     written = sorted(p for p in data.iterdir() if p.name.startswith("binlake-"))
     newest = [p for p in written if p in synced]
     assert {p.name.rsplit("-", 1)[1] for p in newest} == {"data.parquet", "deletes.parquet"}
+
+
+def test_a_transaction_with_more_keys_than_memory_holds_is_spilled_and_exact(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, monkeypatch: Any
+) -> None:
+    """One source transaction (a batch never splits one) changes 3,000 keys with inserts,
+    updates, key moves and deletes; the applier holds 100 keys in memory and spills the rest
+    in runs (``binlake.lake.spill``), composed again per key before the row delta is written."""
+    from binlake.lake import spill
+
+    monkeypatch.setattr(spill, "MAX_ENTRIES", 100)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    runs: list[int] = []
+    add = spill.KeySpill.add
+
+    def counted(self: spill.KeySpill, entries: Any) -> None:
+        runs.append(1)
+        add(self, entries)
+
+    monkeypatch.setattr(spill.KeySpill, "add", counted)
+    database = "rd_spill"
+    config = replicated(tmp_path, source, spark, database, 1000)
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        cursor.execute("INSERT INTO t SELECT seq, 'new', seq, NOW(6) FROM seq_1001_to_3000")
+        cursor.execute("UPDATE t SET v = 'updated' WHERE id % 3 = 0")
+        cursor.execute("DELETE FROM t WHERE id % 7 = 0")
+        cursor.execute("UPDATE t SET id = id + 10000 WHERE id % 11 = 0")
+        cursor.execute("INSERT INTO t SELECT seq, 'again', seq, NOW(6) FROM seq_1_to_3000 "
+                       "WHERE seq % 7 = 0 AND seq % 11 <> 0")  # fmt: skip
+        cursor.execute("DELETE FROM t WHERE id BETWEEN 2990 AND 3000")
+        conn.commit()
+    replicate_in_process(config, spark)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+    last = rows_commits(config, spark, f"{database}.t")[-1]
+    assert last[WRITE] == "row-delta"
+    assert len(runs) > 10  # the net change went to disk in runs
+    assert not list(temp.glob("binlake-spill-*"))  # and the runs are gone

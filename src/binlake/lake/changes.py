@@ -48,7 +48,7 @@ within the transaction), as ``binlake.lake.schema.changelog_schema`` declares th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -57,6 +57,8 @@ import pyarrow as pa
 
 from binlake.binlog.values import ABSENT
 from binlake.errors import ApplyError, RowImageError
+from binlake.lake import spill
+from binlake.lake.spill import Entry, KeySpill
 from binlake.typemap import LakeColumn
 
 OP = "_binlake_op"
@@ -89,7 +91,13 @@ class KeyedChanges:
     source ``db.table`` (for messages)."""
 
     def __init__(
-        self, table: str, names: Sequence[str], key: Sequence[str], *, lake_exact: bool = False
+        self,
+        table: str,
+        names: Sequence[str],
+        key: Sequence[str],
+        *,
+        lake_exact: bool = False,
+        max_entries: int | None = None,
     ) -> None:
         if not key:
             raise ValueError(f"{table}: a keyed change set needs key columns")
@@ -110,13 +118,45 @@ class KeyedChanges:
         #: Row changes taken in (not net): for metrics.
         self.changes = 0
         self._absent: bool | None = None
+        #: Entries beyond ``max_entries`` go to disk in runs (``binlake.lake.spill``).
+        self.max_entries = max_entries if max_entries is not None else spill.MAX_ENTRIES
+        self._spill: KeySpill | None = None
 
     def __len__(self) -> int:
-        return len(self._net)
+        """Net entries (an upper bound once some were spilled: composing may drop some)."""
+        return len(self._net) + (self._spill.entries if self._spill is not None else 0)
+
+    @property
+    def spilled(self) -> bool:
+        return self._spill is not None
 
     def net(self) -> list[tuple[Op, Row | None, Row]]:
-        """(op, row or None, key) per key, in order of the keys' first change."""
-        return [(entry.op, entry.row, key) for key, entry in self._net.items()]
+        """(op, row or None, key) per key (in order of the keys' first change, unless some
+        were spilled: then by bucket)."""
+        return [(Op(op), row, key) for chunk in self._entries() for key, op, row, _existed in chunk]
+
+    def close(self) -> None:
+        """Remove spilled files (the change set is done with)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _entries(self) -> Iterator[list[Entry]]:
+        """The net entries in chunks: the dict's, or (once something was spilled) the dict's
+        spilled too and every bucket composed (``KeySpill.composed``)."""
+        if self._spill is None:
+            yield [(key, e.op.value, e.row, e.existed) for key, e in self._net.items()]
+            return
+        if self._net:
+            self._spill_run()
+        yield from self._spill.composed()
+
+    def _spill_run(self) -> None:
+        if self._spill is None:
+            self._spill = KeySpill(self.table)
+        self._spill.add((key, e.op.value, e.row, e.existed) for key, e in self._net.items())
+        self._net.clear()
+        self._absent = None
 
     # ---- taking changes in ----------------------------------------------------------------
 
@@ -161,6 +201,8 @@ class KeyedChanges:
     def _upsert(self, key: Row, row: Row, *, existed: bool) -> None:
         self._net[key] = _Net(Op.UPSERT, row, existed)
         self._absent = None
+        if len(self._net) > self.max_entries:
+            self._spill_run()
 
     def _delete(self, key: Row) -> None:
         self._absent = None
@@ -169,6 +211,8 @@ class KeyedChanges:
             del self._net[key]  # inserted in this batch: nothing reaches the lake
         else:
             self._net[key] = _Net(Op.DELETE, None, True)
+            if len(self._net) > self.max_entries:
+                self._spill_run()
 
     def _require_whole(self, row: Row, what: str) -> None:
         missing = [self.names[i] for i, value in enumerate(row) if value is ABSENT]
@@ -183,9 +227,14 @@ class KeyedChanges:
 
     @property
     def has_absent(self) -> bool:
-        """Some net row lacks a column value (known once per state of the change set)."""
+        """Some net row lacks a column value (known once per state of the change set; once
+        some entries were spilled, some spilled row lacked one: the later images of its key
+        may have filled it, and MERGE is then taken where a row delta would have done)."""
         if self._absent is None:
-            self._absent = any(e.row is not None and _lacks(e.row) for e in self._net.values())
+            spilled = self._spill is not None and self._spill.absent
+            self._absent = spilled or any(
+                e.row is not None and _lacks(e.row) for e in self._net.values()
+            )
         return self._absent
 
     def to_arrow(self, columns: Sequence[LakeColumn]) -> pa.Table:
@@ -194,21 +243,23 @@ class KeyedChanges:
         per column of ``columns``: '1' = keep the lake's value) when some row lacks a value."""
         source = {name.casefold(): i for i, name in enumerate(self.names)}
         where = [source[c.name.casefold()] for c in columns]
+        has_absent = self.has_absent
         values: list[list[Any]] = [[] for _ in columns]
         ops: list[str] = []
         masks: list[str | None] = []
-        for key, entry in self._net.items():
-            ops.append(entry.op.value)
-            row = entry.row if entry.row is not None else self._key_only(key)
-            for out, index in zip(values, where, strict=True):
-                value = row[index]
-                out.append(None if value is ABSENT else value)
-            masks.append("".join("1" if row[i] is ABSENT else "0" for i in where))
+        for chunk in self._entries():
+            for key, op, entry_row, _existed in chunk:
+                ops.append(op)
+                row = entry_row if entry_row is not None else self._key_only(key)
+                for out, index in zip(values, where, strict=True):
+                    value = row[index]
+                    out.append(None if value is ABSENT else value)
+                masks.append("".join("1" if row[i] is ABSENT else "0" for i in where))
         arrays = [column_array(v, c, self.table) for v, c in zip(values, columns, strict=True)]
         fields = [pa.field(c.name, c.arrow_type()) for c in columns]
         arrays.append(pa.array(ops, pa.string()))
         fields.append(pa.field(OP, pa.string(), nullable=False))
-        if self.has_absent:
+        if has_absent:
             arrays.append(pa.array(masks, pa.string()))
             fields.append(pa.field(ABSENT_MASK, pa.string(), nullable=False))
         return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
@@ -217,19 +268,37 @@ class KeyedChanges:
         """The net change as a row delta: (every upserted row with ``columns``, the key columns
         of every key whose older row must go: deletes, and upserts of keys the lake may hold).
         Refused when a row lacks a value (``has_absent``: only MERGE can keep the lake's)."""
+        chunks = list(self.delta_chunks(columns))
+        if not chunks:
+            rows, keys = self._delta_arrays([], columns)
+            return rows, keys
+        return (
+            pa.concat_tables([rows for rows, _ in chunks]),
+            pa.concat_tables([keys for _, keys in chunks]),
+        )
+
+    def delta_chunks(self, columns: Sequence[LakeColumn]) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """``delta`` in chunks (one per spilled bucket, or one): memory holds one at a time.
+        Each key is in one chunk only."""
         if self.has_absent:
             raise ValueError(f"{self.table}: a row lacks column values; a row delta cannot")
+        for chunk in self._entries():
+            yield self._delta_arrays(chunk, columns)
+
+    def _delta_arrays(
+        self, chunk: list[Entry], columns: Sequence[LakeColumn]
+    ) -> tuple[pa.Table, pa.Table]:
         source = {name.casefold(): i for i, name in enumerate(self.names)}
         where = [source[c.name.casefold()] for c in columns]
         key_columns = [c for c in columns if source[c.name.casefold()] in self.key_index]
         key_columns.sort(key=lambda c: self.key_index.index(source[c.name.casefold()]))
         rows: list[list[Any]] = [[] for _ in columns]
         keys: list[list[Any]] = [[] for _ in key_columns]
-        for key, entry in self._net.items():
-            if entry.row is not None:
+        for key, _op, row, existed in chunk:
+            if row is not None:
                 for out, index in zip(rows, where, strict=True):
-                    out.append(entry.row[index])
-            if entry.existed:
+                    out.append(row[index])
+            if existed:
                 for out, value in zip(keys, key, strict=True):
                     out.append(value)
         return _arrow(rows, columns, self.table), _arrow(keys, key_columns, self.table)

@@ -286,7 +286,46 @@ def write_parquet(
 ) -> int:
     """Write ``rows`` (already ``fit``) as a Parquet file at ``path``; its size in bytes. The
     file is a staging copy: whoever stores it in the warehouse decides on its durability."""
-    options = parquet_options(properties, deletes=deletes)
-    with pq.ParquetWriter(path, rows.schema, **options) as writer:
-        writer.write_table(rows, row_group_size=row_group_rows(rows, properties))
-    return int(os.path.getsize(path))
+    staging = ParquetStaging(path, rows.schema, properties, deletes=deletes)
+    staging.write(rows)
+    return staging.close()
+
+
+class ParquetStaging:
+    """A Parquet file written in chunks (``fit`` tables of one schema): chunks are gathered
+    until they fill a row group (``row_group_rows``), so memory holds about one row group."""
+
+    def __init__(
+        self, path: str, schema: pa.Schema, properties: Mapping[str, str], *, deletes: bool
+    ) -> None:
+        self.path = path
+        self.properties = properties
+        self.rows = 0
+        self.chunks = 0
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._writer = pq.ParquetWriter(
+            path, schema, **parquet_options(properties, deletes=deletes)
+        )
+
+    def write(self, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        self.rows += rows.num_rows
+        self.chunks += 1
+        self._pending.append(rows)
+        self._pending_rows += rows.num_rows
+        if self._pending_rows >= row_group_rows(rows, self.properties):
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            group = pa.concat_tables(self._pending)
+            self._pending, self._pending_rows = [], 0
+            self._writer.write_table(group, row_group_size=row_group_rows(group, self.properties))
+
+    def close(self) -> int:
+        """Finish the file; its size in bytes."""
+        self._flush()
+        self._writer.close()
+        return int(os.path.getsize(self.path))

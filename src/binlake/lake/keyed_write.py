@@ -68,7 +68,10 @@ class KeyedWriter:
             reason = target.layout.refusal()
         if target is None or reason is not None:
             write = Write(WritePath.MERGE, reason)
-            arrow = changes.to_arrow(schema.columns)
+            try:
+                arrow = changes.to_arrow(schema.columns)
+            finally:
+                changes.close()
             frame_schema = _changes_schema(schema, arrow.num_columns)
             view = f"binlake_changes_{next(_views)}"
             dataframe_from_arrow(self.spark, arrow, frame_schema).createOrReplaceTempView(view)
@@ -80,8 +83,10 @@ class KeyedWriter:
                 self.spark.catalog.dropTempView(view)
             return write
         write = Write(WritePath.ROW_DELTA)
-        rows, keys = changes.delta(schema.columns)
-        staged = self.deltas.stage(target, rows, keys, table)
+        try:
+            staged = self.deltas.stage(target, changes.delta_chunks(schema.columns), table)
+        finally:
+            changes.close()  # spilled files (a batch too big for memory) go
         crash_point("apply_before_delta_commit")
         self.deltas.commit(staged, {**properties, **write.properties()}, table)
         return write

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ from pyspark.sql import SparkSession
 from binlake.lake.commit import checked_properties
 from binlake.lake.delta_files import (
     DeltaLayout,
+    ParquetStaging,
     fit,
     parse_layout,
     require_unique_keys,
@@ -171,63 +173,88 @@ class RowDeltaWriter:
 
     # ---- files -----------------------------------------------------------------------------
 
-    def stage(self, target: DeltaTable, rows: pa.Table, keys: pa.Table, table: str) -> StagedDelta:
-        """Store the upserted ``rows`` and the deleted ``keys`` as the table's new files."""
+    def stage(
+        self, target: DeltaTable, chunks: Iterable[tuple[pa.Table, pa.Table]], table: str
+    ) -> StagedDelta:
+        """Store the upserted rows and the deleted keys (``chunks`` of both, each key in one
+        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files."""
         layout = target.layout
-        data = fit(rows, layout, table, whole=True) if rows.num_rows else None
-        deleted = fit(keys, layout, table, whole=False) if keys.num_rows else None
-        if data is not None:
-            require_unique_keys(data.select(list(layout.key)), table)
+        folder = self._staging_folder()
+        try:
+            data = ParquetStaging(
+                os.path.join(folder, "data.parquet"), layout.arrow_schema(), layout.properties,
+                deletes=False,
+            )  # fmt: skip
+            deleted = ParquetStaging(
+                os.path.join(folder, "deletes.parquet"), layout.arrow_schema(layout.key),
+                layout.properties, deletes=True,
+            )  # fmt: skip
+            for rows, keys in chunks:
+                if rows.num_rows:
+                    fitted = fit(rows, layout, table, whole=True)
+                    require_unique_keys(fitted.select(list(layout.key)), table)
+                    data.write(fitted)
+                if keys.num_rows:
+                    deleted.write(fit(keys, layout, table, whole=False))
+            return self._store_staged(target, data, deleted, table)
+        except OSError as exc:
+            raise_os_error(exc, folder, "writing row-delta staging files")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _staging_folder(self) -> str:
+        try:
+            return tempfile.mkdtemp(prefix="binlake-delta-")
+        except OSError as exc:
+            raise_os_error(exc, tempfile.gettempdir(), "creating a row-delta staging folder")
+
+    def _store_staged(
+        self, target: DeltaTable, data: ParquetStaging, deleted: ParquetStaging, table: str
+    ) -> StagedDelta:
+        data_size, deleted_size = data.close(), deleted.close()
         data_file = delete_file = None
         locations: list[str] = []
         with spark_errors(f"write row-delta files of {target.name}", table):
             spec = target.java.spec()
-            if data is not None:
-                location, size, metrics = self._store(target, data, deletes=False)
+            if data.rows:
+                location, metrics = self._store(target, data.path, "data")
                 locations.append(location)
-                data_file = self._data_file(target, spec, location, size, metrics)
-            if deleted is not None:
-                location, size, metrics = self._store(target, deleted, deletes=True)
+                sorted_ = bool(target.layout.sort) and data.chunks == 1
+                data_file = self._data_file(target, spec, location, data_size, metrics, sorted_)
+            if deleted.rows:
+                location, metrics = self._store(target, deleted.path, "eq-deletes")
                 locations.append(location)
-                delete_file = self._delete_file(spec, location, size, metrics, layout)
+                delete_file = self._delete_file(
+                    spec, location, deleted_size, metrics, target.layout
+                )
         return StagedDelta(
-            target,
-            data_file,
-            delete_file,
-            0 if data is None else data.num_rows,
-            0 if deleted is None else deleted.num_rows,
-            tuple(locations),
+            target, data_file, delete_file, data.rows, deleted.rows, tuple(locations)
         )
 
-    def _store(self, target: DeltaTable, rows: pa.Table, *, deletes: bool) -> tuple[str, int, Any]:
-        """Write ``rows`` to a staging file, stream it into the table's FileIO; (location,
-        size, Iceberg metrics)."""
+    def _store(self, target: DeltaTable, staging: str, kind: str) -> tuple[str, Any]:
+        """Stream the staging file into the table's FileIO; (location, Iceberg metrics)."""
         c = self._iceberg
-        kind = "eq-deletes" if deletes else "data"
         location = str(
             target.java.locationProvider().newDataLocation(f"binlake-{uuid.uuid4()}-{kind}.parquet")
         )
-        fd, staging = tempfile.mkstemp(prefix="binlake-delta-", suffix=".parquet")
-        os.close(fd)
+        stream = target.java.io().newOutputFile(location).create()
         try:
-            try:
-                size = write_parquet(rows, staging, target.layout.properties, deletes=deletes)
-            except OSError as exc:
-                raise_os_error(exc, staging, "writing a row-delta staging file")
-            stream = target.java.io().newOutputFile(location).create()
-            try:
-                c.java_files.copy(c.java_file(staging).toPath(), stream)
-            finally:
-                stream.close()
-            metrics = c.parquet_util.fileMetrics(
-                c.files.localInput(staging), c.metrics_config.forTable(target.java)
-            )
+            c.java_files.copy(c.java_file(staging).toPath(), stream)
         finally:
-            os.unlink(staging)
-        return location, size, metrics
+            stream.close()
+        metrics = c.parquet_util.fileMetrics(
+            c.files.localInput(staging), c.metrics_config.forTable(target.java)
+        )
+        return location, metrics
 
     def _data_file(
-        self, target: DeltaTable, spec: JavaObject, location: str, size: int, metrics: JavaObject
+        self,
+        target: DeltaTable,
+        spec: JavaObject,
+        location: str,
+        size: int,
+        metrics: JavaObject,
+        sorted_: bool,
     ) -> JavaObject:
         c = self._iceberg
         builder = (
@@ -237,7 +264,7 @@ class RowDeltaWriter:
             .withFormat(c.parquet)
             .withMetrics(metrics)
         )
-        if target.layout.sort:
+        if sorted_:  # one chunk, sorted by ``fit``: the file is in the table's sort order
             builder = builder.withSortOrder(target.java.sortOrder())
         return builder.build()
 

@@ -6,7 +6,11 @@ between where it stands and ``limit`` (the newest durable boundary the receiver 
 relay/handoff.py), each with its source position (the rules of
 ``binlake.relay.restart.SourceTracker``: the relay files' context preambles and the events'
 ``end_log_pos``), its GTID state and its relay position. Bytes are read with ``pread`` in
-chunks; a file is read once, resumed with the format context saved at the last boundary.
+chunks, each parsed once: a group larger than a chunk is carried over to the next one as the
+events it has so far (a big transaction is not read again from its start with a larger chunk),
+and a file is resumed with the format context saved at the last boundary. A rows event's
+``raw`` bytes are not kept (``b""``): its payload holds its images, which is all the applier
+reads, and a transaction of a million rows is held once, not twice.
 
 Everything before ``limit`` is complete: a file older than the limit's file ends at a group
 boundary (rotation happens only there), and the limit itself is a boundary. So a group cut by
@@ -24,6 +28,7 @@ from pathlib import Path
 from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.errors import BinlogFormatError, TruncatedEventError
 from binlake.binlog.format import FormatContext
+from binlake.binlog.rows import RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
 from binlake.errors import LogCorruptionError
@@ -34,6 +39,16 @@ from binlake.storage.durable import raise_os_error
 from binlake.storage.index import LogIndex
 
 CHUNK = 16 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Parse:
+    """Where the reader parses a file: the next event's offset, the format context in force,
+    and the group in progress (it may span chunks)."""
+
+    at: int
+    ctx: FormatContext | None
+    grouper: TransactionGrouper
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,33 +142,44 @@ class RelayReader:
             raise_os_error(exc, path, "opening a relay file")
         try:
             chunk = self._chunk
-            while self._offset < end:
-                data = _pread(fd, min(chunk, end - self._offset), self._offset, path)
-                start = self._offset
-                yield from self._groups(data, whole=start + len(data) >= end)
-                if self._offset == start:
-                    chunk *= 2  # one group larger than the chunk: read it whole next time
+            parse = _Parse(self._offset, self._ctx, TransactionGrouper())
+            while parse.at < end:
+                data = _pread(fd, min(chunk, end - parse.at), parse.at, path)
+                before_chunk = parse.at
+                yield from self._groups(data, parse, whole=parse.at + len(data) >= end)
+                if parse.at == before_chunk:
+                    chunk *= 2  # one event larger than the chunk: read it whole next time
         finally:
             os.close(fd)
 
-    def _groups(self, data: bytes, *, whole: bool) -> Iterator[RelayGroup]:
-        """The complete groups in ``data`` (read at ``self._offset``). ``whole``: ``data``
+    def _groups(self, data: bytes, parse: _Parse, *, whole: bool) -> Iterator[RelayGroup]:
+        """The complete groups in ``data`` (read at ``parse.at``, where an event starts); a
+        group may have begun in an earlier chunk (``parse.grouper`` holds its events, not the
+        chunk: a transaction larger than a chunk is read once, never read again from its
+        start). ``parse.at`` moves to the end of the last whole event. ``whole``: ``data``
         reaches the readable end, so a cut event is corruption, not the chunk's edge."""
-        base = self._offset
-        grouper = TransactionGrouper()
-        ctx = self._ctx
+        base = parse.at
+        stream = (
+            EventStream(data) if base == 0 else EventStream(data, ctx=parse.ctx, expect_magic=False)
+        )
+        grouper = parse.grouper
         try:
-            for event in self._events(data, base):
+            for event in stream:
+                raw = b"" if type(event.payload) is RowsEvent else event.raw
+                if base or not raw:
+                    event = BinlogEvent(event.offset + base, event.header, event.payload, raw)
                 if isinstance(event.payload, FormatContext):
-                    ctx = event.payload
+                    parse.ctx = event.payload
                 group = grouper.feed(event)
                 if group is not None:
-                    yield self._relay_group(group, ctx)
+                    yield self._relay_group(group, parse.ctx)
         except TruncatedEventError as error:
             if whole:
                 raise self._damaged(error, base) from None
         except BinlogFormatError as error:
             raise self._damaged(error, base) from None
+        finally:
+            parse.at = base + stream.last_good_offset
         if whole and grouper.in_group:
             raise LogCorruptionError(
                 "the relay log ends inside a transaction before a durable boundary",
@@ -161,14 +187,6 @@ class RelayReader:
                 offset=grouper.open_events[0].offset,
                 hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
             )
-
-    def _events(self, data: bytes, base: int) -> Iterator[BinlogEvent]:
-        if base == 0:
-            yield from EventStream(data)
-            return
-        stream = EventStream(data, ctx=self._ctx, expect_magic=False)
-        for event in stream:
-            yield BinlogEvent(event.offset + base, event.header, event.payload, event.raw)
 
     def _relay_group(self, group: EventGroup, ctx: FormatContext | None) -> RelayGroup:
         """The reader moves past ``group``; returns it with its positions."""
