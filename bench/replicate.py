@@ -399,7 +399,10 @@ def section_scale(run: Run) -> None:
                 f"{rate:,.0f} rows/s, {applied.batches} batches, {per_batch:.2f} s per batch"
             )
         ratio = rates[(label, "big")] / rates[(label, "small")]
-        say(f"scale, {label}: {args.big_rows:,} rows / {args.small_rows:,} rows = {ratio:.2f}x")
+        say(
+            f"scale, {label}: rate into {args.big_rows:,} rows / rate into {args.small_rows:,} "
+            f"rows (the reference, same run) = {ratio:.2f}x (goal: 0.8x or more)"
+        )
     reads(run, "big", args.big_rows)
 
 

@@ -28,6 +28,7 @@ from binlake.lake.iceberg_meta import read_table
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
 from binlake.lake.target import lake_target
+from binlake.lake.write_path import WRITE
 from binlake.metrics import Metrics
 from binlake.position import parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
@@ -378,6 +379,18 @@ def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[str
             assert start < positions[0], f"{table}: a batch at or before its copy's position"
         counts[str(table)] = len(ours)  # displayed: db.t, backticks where a part needs them
     return counts
+
+
+def writes_per_table(config_path: Path, spark: object) -> dict[str, set[str]]:
+    """The writes (``binlake.write``: row-delta, merge, append) each table's rows commits
+    took (``binlake.lake.write_path``), by display name."""
+    config = load_config(config_path)
+    target = lake_target(config)
+    out = {}
+    for table in replicated_tables(spark, config):
+        lineage = current_lineage(spark, target.lake_table(table))  # type: ignore[arg-type]
+        out[str(table)] = {s.summary[WRITE] for s in lineage if WRITE in s.summary}
+    return out
 
 
 def assert_copies_are_exactly_once(

@@ -36,6 +36,7 @@ from replicate_testing import (
     module_source,
     replicate_command,
     replicate_env,
+    replicate_in_process,
     run_armed,
     run_replicate,
 )
@@ -145,8 +146,7 @@ def test_files_a_row_delta_stored_before_a_crash_are_orphans_no_read_sees(
     workload = ShopWorkload(source, database, seed=5).create()
     workload.run(10)
     config = config_for(tmp_path, source, spark, database, applier="max_transactions = 4\n")
-    first = run_replicate(config, "--until-caught-up")
-    assert first.returncode == 0, describe(first)
+    replicate_in_process(config, spark)  # only the killed run needs a process of its own
     table = lake_target(load_config(config)).lake_table(f"{database}.orders")
     position_before = lake_offset(lake_warehouse(spark), (database, "orders"))
     workload.run(6)
@@ -162,8 +162,7 @@ def test_files_a_row_delta_stored_before_a_crash_are_orphans_no_read_sees(
     }
     orphans -= named
     assert orphans, "the killed run stored no row-delta file"
-    again = run_replicate(config, "--until-caught-up")
-    assert again.returncode == 0, describe(again)
+    replicate_in_process(config, spark)
     assert_verify_passes(config, spark)
     assert_history_is_exactly_once(config, spark)
     spark.sql(f"REFRESH TABLE {table}")  # type: ignore[attr-defined]

@@ -179,6 +179,7 @@ def test_a_key_twice_in_one_commit_is_refused() -> None:
     require_unique_keys(pa.table({"id": [1, 2, 3]}), "db.t")
     with pytest.raises(ApplyError, match="1 key"):
         require_unique_keys(pa.table({"id": [1, 2, 1]}), "db.t")
+    require_unique_keys(pa.table({"id": [1, 1]}).select([]), "db.log")  # no key: rows only
 
 
 def test_parquet_options_follow_the_tables_write_properties() -> None:

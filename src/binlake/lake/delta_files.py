@@ -215,8 +215,9 @@ def fit(rows: pa.Table, layout: DeltaLayout, table: str, *, whole: bool) -> pa.T
 
 def require_unique_keys(keys: pa.Table, table: str) -> None:
     """Refuse key columns holding a key twice: two rows of one key in one commit would both
-    stay (an equality delete never removes rows its own commit adds)."""
-    if keys.num_rows < 2:
+    stay (an equality delete never removes rows its own commit adds). No key columns (a
+    table without a key: its rows are a change log, duplicates are rows): nothing to check."""
+    if keys.num_rows < 2 or not keys.column_names:
         return
     distinct = keys.group_by(keys.column_names).aggregate([]).num_rows
     if distinct != keys.num_rows:

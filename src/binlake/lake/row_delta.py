@@ -29,6 +29,22 @@ How, through the Py4J gateway (``jvm``), on the driver:
    .commit()``. Iceberg retries the commit itself when another writer committed first (the files
    do not depend on the base).
 
+The API (the lake's file-commit machinery: other writers of data files that must land with a
+position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash
+point between storing and committing:
+
+* ``RowDeltaWriter(spark).open(name, key, table) -> DeltaTable``: the table loaded;
+  ``DeltaTable.layout.refusal()`` says why it cannot take files written here (partitioned,
+  encrypted, format v1, a column type not written), None when it can;
+* ``stage(delta_table, chunks, table) -> StagedDelta``: ``chunks`` of (rows, deleted keys)
+  Arrow tables, columns named as the Iceberg table's, values in ``binlake.typemap``'s Arrow
+  types (cast and checked here, ``delta_files.fit``); a chunk with no deletes passes an empty
+  table for them. A key must not be in two chunks' rows (checked per chunk; a table without a
+  key, ``key=()``, is not checked). The files are stored, not committed;
+* ``commit(staged, properties, table) -> snapshot id``: one snapshot adding them, its summary
+  carrying ``properties`` (``binlake.*`` keys only: the position and whatever the caller
+  records), made even with no file. It runs on the driver, on every target (docs/spark.md).
+
 Durability: neither the ``FileIO`` stream nor Iceberg fsyncs; for a local warehouse binlake's
 ``WarehouseSync`` fsyncs the files of every table whose metadata changed (these included) before
 the relay-log checkpoint moves past them. A crash after the files are stored and before the
