@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from applier_workload import TWO_STEP_DDL, ShopWorkload
 
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.crashpoints import POINTS
 from binlake.lake.target import lake_target
@@ -147,7 +148,7 @@ def test_files_a_row_delta_stored_before_a_crash_are_orphans_no_read_sees(
     workload.run(10)
     config = config_for(tmp_path, source, spark, database, applier="max_transactions = 4\n")
     replicate_in_process(config, spark)  # only the killed run needs a process of its own
-    table = lake_target(load_config(config)).lake_table(f"{database}.orders")
+    table = lake_target(load_config(config)).lake_table(TableName(database, "orders"))
     position_before = lake_offset(lake_warehouse(spark), (database, "orders"))
     workload.run(6)
     killed = run_replicate(config, crash_point="apply_before_delta_commit:1")

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.lake.commit import current_lineage
 from binlake.lake.iceberg_meta import read_table
@@ -49,7 +50,7 @@ def run_sql(source: MariaDBSandbox, database: str, *statements: str) -> None:
 
 
 def lake_name(config: Path, table: str) -> str:
-    return lake_target(load_config(config)).lake_table(table)
+    return lake_target(load_config(config)).lake_table(TableName.parse(table))
 
 
 def rows_commits(config: Path, spark: Any, table: str) -> list[dict[str, str]]:

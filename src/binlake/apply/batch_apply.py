@@ -162,9 +162,7 @@ class BatchApplier:
         if changes is None or not len(changes):
             return None
         crash_point("apply_between_tables" if commits[0] else "apply_before_commit")
-        write = self.lake.commit(
-            table, changes, with_retries(properties, retries), batch.position
-        )
+        write = self.lake.commit(table, changes, with_retries(properties, retries), batch.position)
         commits[0] += 1
         return changes.changes, write
 

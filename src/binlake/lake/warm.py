@@ -42,7 +42,7 @@ def warm_up(spark: SparkSession, target: LakeTarget) -> str:
                 continue
             schema = read_lake_schema(spark, name, source)
             if schema.key:
-                deltas.open(name, schema.key, source)
+                deltas.open(name, schema.key, str(source))
             done.append(f"table {source}")
             break
     except Exception:  # warming is best effort (see the module docstring)
