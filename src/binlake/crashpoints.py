@@ -63,8 +63,13 @@ POINTS: dict[str, str] = {
     "the purge starts)",
     # snapshot (storage/snapshot_plan.py, snapshot/copier.py)
     "snapshot_after_plan": "snapshot: tables to copy recorded in snapshot.plan, none copied yet",
-    "snapshot_before_chunk": "snapshot: a chunk read from the source, not yet committed",
-    "snapshot_after_chunk": "snapshot: a chunk committed, the next not yet read",
+    "snapshot_before_chunk": "snapshot: chunk files written by the tasks, not yet committed",
+    "snapshot_after_chunk": "snapshot: chunk files committed with the copy's progress, the next "
+    "not yet committed",
+    "snapshot_during_cleanup": "snapshot: the first of a copy's uncommitted chunk files deleted, "
+    "the others not yet",
+    "snapshot_before_high": "snapshot: every chunk committed, the high position not yet read nor "
+    "the copy marked done",
     "snapshot_after_replace": "re-snapshot: the old Iceberg table dropped, the first chunk not "
     "yet committed",
     "snapshot_before_done": "snapshot: a table's last chunk committed, not yet removed from "

@@ -51,6 +51,7 @@ __all__ = [
     "SchemaEvolutionError",
     "SnapshotError",
     "SnapshotPlanError",
+    "SnapshotShapeChangedError",
     "SourceAuthError",
     "SourceConfigError",
     "SourceConnectionLostError",
@@ -556,6 +557,13 @@ class SnapshotError(BinlakeError):
     """A table cannot be snapshot as asked (not on the source, not selected, no usable key)."""
 
     default_hint = "check the table names against the source and [tables] include/exclude"
+
+
+class SnapshotShapeChangedError(SnapshotError):
+    """A table was altered while it was copied: its copy starts over with the new shape (it is
+    raised to the user only when that keeps happening)."""
+
+    default_hint = "run the snapshot again once the table's DDL has settled"
 
 
 #: Exit codes by branch of the tree; the first matching class wins.

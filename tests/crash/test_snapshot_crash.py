@@ -25,6 +25,7 @@ from replicate_testing import (
     assert_verify_passes,
     config_for,
     describe,
+    lake_warehouse,
     module_source,
     refresh,
     replicate_in_process,
@@ -36,12 +37,16 @@ pytestmark = pytest.mark.crash
 
 ROWS = 24_000
 CHUNK_ROWS = 6_000
-#: Crash point -> the pass to die at; snapshot_after_replace is the re-snapshot's own test.
+#: Case -> the crash points (name:pass) the copy is killed at, one run each, in order; then a
+#: restart finishes it. snapshot_after_replace is the re-snapshot's own test. A copy killed
+#: before its second commit leaves chunk files no commit references: its restart is killed
+#: while deleting them (snapshot_during_cleanup), and the next restart deletes the rest.
 CASES = {
-    "snapshot_after_plan": "snapshot_after_plan:1",
-    "snapshot_before_chunk": "snapshot_before_chunk:2",
-    "snapshot_after_chunk": "snapshot_after_chunk:2",
-    "snapshot_before_done": "snapshot_before_done:1",
+    "snapshot_after_plan": ("snapshot_after_plan:1",),
+    "snapshot_before_chunk": ("snapshot_before_chunk:2", "snapshot_during_cleanup:1"),
+    "snapshot_after_chunk": ("snapshot_after_chunk:2",),
+    "snapshot_before_high": ("snapshot_before_high:1",),
+    "snapshot_before_done": ("snapshot_before_done:1",),
 }
 KILLED = -9
 
@@ -50,7 +55,8 @@ source = module_source("snapshot-crash-source")
 
 
 def test_every_snapshot_crash_point_has_a_case() -> None:
-    cased = {*CASES, "snapshot_after_replace"}
+    killed = {kill.split(":")[0] for kills in CASES.values() for kill in kills}
+    cased = {*killed, "snapshot_after_replace"}
     assert cased == {name for name in POINTS if name.startswith("snapshot_")}
 
 
@@ -110,13 +116,25 @@ def test_a_snapshot_killed_at_a_crash_point_resumes_after_its_last_chunk(
 ) -> None:
     database = f"snapcrash_{point.removeprefix('snapshot_')}"
     config = prepare(tmp_path, source, spark, database)
-    killed_at(config, CASES[point])
+    for kill in CASES[point]:
+        killed_at(config, kill)
     before = chunk_ids(config, spark, f"{database}.big")
     source.execute(f"INSERT INTO {database}.big VALUES ({ROWS + 1}, 'after', NULL)")
     finish_and_check(config, spark, database)
     after = chunk_ids(config, spark, f"{database}.big")
     assert after[: len(before)] == before, "the copy started over instead of resuming"
-    assert len(after) == ROWS // CHUNK_ROWS + 1  # the full chunks, then the short last one
+    assert len(after) > len(before) or point == "snapshot_before_done"
+    assert not uncommitted_files(config, spark, f"{database}.big")
+
+
+def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]:
+    """Data files of the table's folder that no snapshot of the table references."""
+    target = lake_target(load_config(config_path))
+    name = target.lake_table(as_table(table))
+    rows = spark.sql(f"SELECT file_path FROM {name}.all_data_files").collect()  # type: ignore[attr-defined]
+    referenced = {Path(str(row[0]).removeprefix("file:")).name for row in rows}
+    folder = lake_warehouse(spark).joinpath(*target.identifier(as_table(table)), "data")
+    return sorted(p.name for p in folder.rglob("*.parquet") if p.name not in referenced)
 
 
 def test_a_resnapshot_killed_after_dropping_the_old_table_copies_it_on_restart(

@@ -19,9 +19,12 @@ import pytest
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
+from binlake.errors import SourceConnectionLostError
 from binlake.lake.commit import current_lineage
 from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import lake_target
+from binlake.snapshot.cells import as_binary_view, locate
+from binlake.snapshot.result_set import TextResultReader
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import as_table
@@ -200,3 +203,33 @@ def chunk_count(config_path: Path, spark: object, table: str) -> int:
 def lake_count(spark: object, name: str) -> int:
     spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
     return int(spark.sql(f"SELECT COUNT(*) FROM {name}").collect()[0][0])  # type: ignore[attr-defined]
+
+
+def test_a_chunk_read_killed_on_the_server_is_a_lost_connection_spark_retries(
+    source: MariaDBSandbox,
+) -> None:
+    """``KILL QUERY`` mid-result: the reader raises ``SourceConnectionLostError`` with the
+    server's code (the task fails and Spark runs it again); a row over 16 MiB is joined from its
+    continuation packets, and the connection is usable after it."""
+    with source.connect() as conn:
+        reader = TextResultReader(conn, where="test")
+        _, blocks = reader.query("SELECT seq, REPEAT('z', 200) FROM mysql.seq_1_to_20000000")
+        next(blocks)
+        with source.connect() as killer, killer.cursor() as cursor:
+            cursor.execute(f"KILL QUERY {conn.thread_id()}")
+        with pytest.raises(SourceConnectionLostError) as caught:
+            for _ in blocks:
+                pass
+        assert caught.value.code in (1317, 1927)
+    size = 17 * 1024 * 1024
+    source.execute("SET GLOBAL max_allowed_packet = 64 * 1024 * 1024")  # new connections
+    with source.connect() as conn:
+        _, blocks = TextResultReader(conn, where="test").query(
+            f"SELECT 1, REPEAT('a', {size}), 2 UNION ALL SELECT 3, 'b', 4"
+        )
+        cells = [locate(block, 3) for block in blocks]
+        lengths = [len(v) for c in cells for v in as_binary_view(c[1]).to_pylist()]
+        assert lengths == [size, 1]
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT 42")
+            assert cursor.fetchone() == (42,)

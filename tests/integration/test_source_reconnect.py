@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from binlake.snapshot.chunks import ChunkReader
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.lake.iceberg_meta import read_table
 from binlake.position import SourcePosition
-from binlake.snapshot.chunks import ChunkReader
 from binlake.source.hints import SourceHints
 from binlake.source.queries import SourceQueries
 from binlake.source.reconnect import ReconnectPolicy

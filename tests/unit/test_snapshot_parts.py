@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
+import pickle
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from binlake.binlog.constants import ColumnType as T
@@ -14,7 +18,8 @@ from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import real_type_and_length
 from binlake.binlog.values import column_spec
 from binlake.cli.tables_option import parse_tables_option
-from binlake.errors import SnapshotPlanError, UnsupportedTypeError, UsageError
+from binlake.config import load_config
+from binlake.errors import ConfigError, SnapshotPlanError, UnsupportedTypeError, UsageError
 from binlake.lake.snapshot_progress import (
     SNAPSHOT,
     SnapshotProgress,
@@ -23,11 +28,13 @@ from binlake.lake.snapshot_progress import (
     progress_of,
 )
 from binlake.position import SourcePosition
-from binlake.snapshot.chunks import chunk_query
+from binlake.snapshot.chunk_files import FileTarget
+from binlake.snapshot.chunk_task import ChunkPlan, KeyRange, chunk_query, chunk_source
+from binlake.snapshot.columns import ColumnSpec
+from binlake.snapshot.key_ranges import between, integer_bounds, ranges_between
 from binlake.source.table_shape import ColumnInfo, table_map_from_columns
 from binlake.storage.snapshot_plan import SnapshotPlan, take_requests, write_request
 from binlake.typemap import IcebergType
-from binlake.verify.canonical import VerifyColumn
 
 pytestmark = pytest.mark.unit
 N = TableName.parse
@@ -51,35 +58,54 @@ def test_key_values_survive_the_summary_round_trip_exactly() -> None:
 
 
 def test_progress_reads_back_from_a_commit_summary() -> None:
-    progress = SnapshotProgress("id-1", (5, "x"), SourcePosition("bin.000003", 1234), 80, False)
+    at = SourcePosition("bin.000003", 1234)
+    progress = SnapshotProgress("id-1", None, at, 80, False, next=(5, "x"))
     assert progress_of({SNAPSHOT: progress.to_json()}) == progress
+    older = SnapshotProgress("id-1", (5, "x"), at, 80, False, version=1)  # chunk-by-chunk copy
+    assert progress_of({SNAPSHOT: older.to_json()}) == older
     assert progress_of({"binlake.position": "bin.000001:4"}) is None
     assert progress_of({SNAPSHOT: "{not json"}) is None
 
 
-def test_a_composite_key_chunk_continues_after_the_last_key_in_key_order() -> None:
-    readers = [
-        VerifyColumn("a", IcebergType.INT, 0, "int"),
-        VerifyColumn("b", IcebergType.STRING, 0, "varchar"),
+def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: ColumnSpec) -> ChunkPlan:
+    files = FileTarget("/nowhere", "binlake-copy-x", pa.schema([]))
+    return ChunkPlan("db", "t", columns, key, ranges, (), files)
+
+
+def _escape(value: object) -> str:
+    return repr(value)
+
+
+def test_a_chunk_reads_its_key_range_lower_bound_included_upper_excluded() -> None:
+    spec = ColumnSpec("id", "int", IcebergType.INT)
+    plan = _plan("id", ranges_between(None, [100, 200]), spec)
+    assert [chunk_query(plan, i, _escape) for i in range(3)] == [
+        "SELECT `id` FROM `db`.`t` WHERE `id` < 100",
+        "SELECT `id` FROM `db`.`t` WHERE `id` >= 100 AND `id` < 200",
+        "SELECT `id` FROM `db`.`t` WHERE `id` >= 200",
     ]
-    sql, args = chunk_query(N("db.t"), readers, ("a", "b"), (3, "k"), 500)
-    assert sql == (
-        "SELECT `a`, `b`, `a`, `b` FROM `db`.`t` WHERE (`a` > %s) OR (`a` = %s AND `b` > %s) "
-        "ORDER BY `a`, `b` LIMIT 500"
-    )
-    assert args == [3, 3, "k"]
 
 
-def test_a_table_without_key_is_read_whole_in_one_chunk() -> None:
-    readers = [VerifyColumn("at", IcebergType.TIMESTAMP, 0, "datetime")]
-    sql, args = chunk_query(N("db.t"), readers, (), None, None)
-    assert sql == "SELECT CAST(`at` AS CHAR) FROM `db`.`t`" and args == []
+def test_a_table_without_key_is_read_whole_in_one_chunk_floats_as_double() -> None:
+    spec = ColumnSpec("f", "float", IcebergType.FLOAT)
+    plan = _plan("", (KeyRange(),), spec)
+    assert chunk_query(plan, 0, _escape) == "SELECT CAST(`f` AS DOUBLE) FROM `db`.`t`"
 
 
-def test_the_first_chunk_has_no_lower_bound() -> None:
-    readers = [VerifyColumn("id", IcebergType.LONG, 0, "bigint")]
-    sql, _ = chunk_query(N("db.t"), readers, ("id",), None, 10)
-    assert "WHERE" not in sql and sql.endswith("ORDER BY `id` LIMIT 10")
+def test_integer_keys_split_into_equal_ranges_that_cover_every_key() -> None:
+    bounds = integer_bounds(1, 24_000, 4)
+    assert bounds == [6001, 12001, 18001]
+    ranges = ranges_between(5, bounds)
+    assert ranges[0] == KeyRange(5, 6001) and ranges[-1] == KeyRange(18001, None)
+    assert all(a.upper == b.lower for a, b in itertools.pairwise(ranges))
+    assert integer_bounds(7, 8, 5) == [8]  # never an empty range past the last key
+
+
+def test_sampled_text_and_byte_candidates_lie_between_their_ends() -> None:
+    assert "abc" < between("abc", "abz", 0.5) < "abz"
+    middle = between(b"\x00\x10", b"\x00\xf0", 0.5)
+    assert b"\x00\x10" < middle < b"\x00\xf0"
+    assert between("0a1f", "0a1f9", 0.5).startswith("0a1f")
 
 
 def _info(name: str, data_type: str, column_type: str, **kw: object) -> ColumnInfo:
@@ -192,3 +218,27 @@ def test_a_plan_with_bad_names_is_a_typed_error(tmp_path: Path, data: object) ->
     with pytest.raises(SnapshotPlanError, match="not valid") as caught:
         SnapshotPlan(path).read()
     assert caught.value.file == str(path) and caught.value.hint
+
+
+def test_chunk_tasks_carry_no_password_and_read_it_on_the_executor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cret-for-executors"
+    path = tmp_path / "binlake.toml"
+    path.write_text(
+        '[source]\nhost = "db.example"\nuser = "repl"\nserver_id = 7\n'
+        'password_env = "TEST_CHUNK_PASSWORD"\n[state]\ndir = "./state"\n'
+    )
+    source = chunk_source(load_config(path, {"TEST_CHUNK_PASSWORD": secret}).source)
+    assert secret.encode() not in pickle.dumps(source)  # what a Spark task carries
+    assert secret not in repr(source)
+    monkeypatch.setenv("TEST_CHUNK_PASSWORD", secret)  # the executor's environment
+    assert source.password() == secret.encode()
+    monkeypatch.delenv("TEST_CHUNK_PASSWORD")
+    with pytest.raises(ConfigError) as caught:
+        source.password()
+    assert caught.value.field == "source.password_env" and "spark-env.sh" in caught.value.hint
+    (tmp_path / "pw").write_text(secret + "\n")
+    by_file = chunk_source(replace(load_config(path, {"TEST_CHUNK_PASSWORD": "x"}).source,
+                                   password_env=None, password_file=tmp_path / "pw"))  # fmt: skip
+    assert by_file.password() == secret.encode() and secret.encode() not in pickle.dumps(by_file)

@@ -65,10 +65,14 @@ class RelayAccounting:
         if is_transaction:
             self.tracker.on_transaction_appended(relay_file)
 
-    def on_batch_done(self, batch: Batch, held_by: TableName | None = None) -> None:
+    def on_batch_done(
+        self, batch: Batch, held_by: TableName | None = None, copy_held: Counter[str] | None = None
+    ) -> None:
         """Every table ``batch`` touches has it; ``held_by``: a table whose pending DDL keeps
-        the batch's (DDL) transaction counted."""
+        the batch's (DDL) transaction counted; ``copy_held``: transactions per relay file held
+        back for tables being copied (they stay counted until the relay log is read again)."""
         counts = batch.transactions_per_file()
+        counts.subtract(copy_held or Counter())
         if held_by is not None:
             file = batch.last.relay_file
             counts[file] -= 1

@@ -9,10 +9,18 @@ Iceberg's commit properties live in a Java thread-local). At start (design "Reco
    lost a tail the applier had applied (WL#4621): the receiver fetches from the relay end
    anyway, and the table skips, by position, what it has. This is logged;
 4. tables owed a snapshot (a new state folder, a crash mid-snapshot, ``binlake snapshot``)
-   are copied first (``binlake.snapshot.copier``); each then holds the position streaming
-   replays it from;
+   are copied in a thread of their own (``binlake.snapshot.runner``), one after the other,
+   while this thread streams the other tables; each copied table then holds the position
+   streaming replays it from;
 5. reading starts at the recorded checkpoint (MDEV-181), and each table applies only the
    transactions after its applied position.
+
+Copies and streaming (``binlake.apply.holds``): while a table is planned or copied, its changes
+are held back: not committed to it, and kept counted in the checkpoint, so the relay log keeps
+them. When a copy is done, the open batch is committed and the applier starts reading again from
+the recorded checkpoint, exactly as a restart would (the session below is built again, the
+lake's tables are read again): the copied table applies every change after its copy's
+position, the other tables skip what they have by position.
 
 Checkpoint counts (MDEV-181) are the applier's: it is the one that reads the relay log, so it
 counts each transaction of a relay file when it reads it (``on_transaction_appended``), adds a
@@ -61,6 +69,7 @@ from binlake.position import RelayPosition, SourcePosition, at_or_before, before
 from binlake.relay import INDEX_NAME
 from binlake.relay.handoff import RelayProgress, RelayState
 from binlake.relay.reader import RelayGroup, RelayReader
+from binlake.snapshot.copier import TableCopy
 from binlake.snapshot.runner import SnapshotRunner
 from binlake.source.hints import source_hints
 from binlake.source.policy import Backoff
@@ -143,7 +152,7 @@ class Applier:
         #: (table, applied position): the relay log was empty at start, so the first source
         #: position it gets must not be past what that table (the furthest behind) holds.
         self._gap_check: tuple[TableName, SourcePosition] | None = None
-        self._snapshots = SnapshotRunner(config, spark, self.lake, console, self._stop)
+        self._snapshots = SnapshotRunner(config, spark, target, console)
         self._requests_checked = 0.0
         self._retry = Retry(
             lambda: probe_catalog(spark, target),
@@ -154,6 +163,7 @@ class Applier:
             conflicts=config.applier.commit_retries,
             on_conflict=self._commit_retried,
         )
+        self._state: RelayState | None = None
 
     def request_stop(self) -> None:
         """Stop after the batch being committed (an open batch is abandoned, never half
@@ -170,6 +180,7 @@ class Applier:
         except SourceWaitAbandoned:
             pass  # stopped while waiting for the source: the open batch is read again next time
         finally:
+            self._snapshots.close()
             self._hints.close()
         return self.result
 
@@ -181,27 +192,20 @@ class Applier:
             if state.error is not None:
                 raise state.error
             return None
-        self._snapshot_first(state)
+        self._plan_snapshots(state)
+        self._open(state, first=True)
+        self._snapshots.start()
+        return state
+
+    def _open(self, state: RelayState, *, first: bool) -> None:
+        """Read the lake's positions and start reading the relay log at the recorded
+        checkpoint (at start, and again after a copy is done)."""
+        self.lake.forget_all()
         applied = self.lake.read_applied()
-        self._next_batch = applied.max_batch + 1
+        self._next_batch = max(self._next_batch, applied.max_batch + 1)
         restart = state.restart.position if state.restart is not None else None
-        if restart is None and applied.positions:
-            first = earliest(applied.positions.values())
-            table = next(t for t, p in applied.positions.items() if p == first)
-            self._gap_check = (table, first)
-            self.console.message(
-                "apply",
-                f"the relay log starts empty; {len(applied.positions)} tables skip by position "
-                "what they already hold (a snapshot, or an earlier state folder)",
-            )
-        for table, position in sorted(applied.positions.items()):
-            if restart is not None and before(restart, position):
-                self.console.message(
-                    "apply",
-                    f"relay log lost a tail already applied to {table} (at {position}); "
-                    f"refetching from {restart}; {table} skips "
-                    "what it has by position (WL#4621)",
-                )
+        if first:
+            self._check_restart(restart, applied.positions)
         record = CheckpointRecord(self.config.state.checkpoint_path)
         start = scan_start(record, self._index().names())
         # The checkpoint moves only once the lake's files it moves past are fsynced.
@@ -216,6 +220,7 @@ class Applier:
             holds=accounting.holds,
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
         )
+        batches.copy_holds.add(self._snapshots.held())
         reader = RelayReader(self.config.state.relay_dir, start)
         self._session = _Session(accounting, batches, reader, warehouse_sync)
         self.console.message(
@@ -224,33 +229,71 @@ class Applier:
             f"hold batches up to #{applied.max_batch}",
         )
         self._purge()
-        return state
 
-    def _snapshot_first(self, state: RelayState) -> None:
-        """Tables owed a snapshot are copied before streaming applies anything: all of
-        them on a new state folder (the relay log was empty), else those left in the plan by
-        a crash or asked for by ``binlake snapshot`` (binlake.snapshot.runner)."""
+    def _check_restart(
+        self, restart: SourcePosition | None, positions: dict[TableName, SourcePosition]
+    ) -> None:
+        if restart is None and positions:
+            first = earliest(positions.values())
+            table = next(t for t, p in positions.items() if p == first)
+            self._gap_check = (table, first)
+            self.console.message(
+                "apply",
+                f"the relay log starts empty; {len(positions)} tables skip by position "
+                "what they already hold (a snapshot, or an earlier state folder)",
+            )
+        for table, position in sorted(positions.items()):
+            if restart is not None and before(restart, position):
+                self.console.message(
+                    "apply",
+                    f"relay log lost a tail already applied to {table} (at {position}); "
+                    f"refetching from {restart}; {table} skips "
+                    "what it has by position (WL#4621)",
+                )
+
+    def _plan_snapshots(self, state: RelayState) -> None:
+        """Tables owed a snapshot: all of them on a new state folder (the relay log was
+        empty), else those left in the plan by a crash or asked for by ``binlake snapshot``
+        (binlake.snapshot.runner). Their copies run beside streaming."""
         runner = self._snapshots
         positions = self.lake.read_applied().positions
         empty_relay = state.restart is not None and state.restart.position is None
         if empty_relay or not positions:  # no position at all: a crash may have come before
             runner.plan_initial(positions)  # the plan was written
         runner.take_requests()
-        self._retrying(runner.run)
 
-    def _snapshot_requested(self) -> None:
-        """Between batches: tables ``binlake snapshot`` asked for while this runs. The open
-        batch is committed first; the tables' copies then start after what streaming
-        applied, and streaming skips what the copies already hold by position."""
+    def _snapshots_step(self) -> None:
+        """Between batches: copies done (their tables then catch up from their copies'
+        positions: the relay log is read again from the checkpoint), and tables `binlake
+        snapshot` asked for while this runs (their changes are held from now on)."""
+        runner = self._snapshots
+        done = runner.finished()
+        if done:
+            self._apply_all(self._builder.flush())
+            runner.release([copy.table for copy in done])
+            assert self._state is not None
+            self._open(self._state, first=False)
+            for copy in done:
+                self._copied(copy)
         now = time.monotonic()
         if now - self._requests_checked < REQUEST_CHECK_S:
             return
         self._requests_checked = now
-        if not self._snapshots.take_requests():
-            return
-        self._apply_all(self._builder.flush())
-        with self._started().warehouse_sync.committing():
-            self._retrying(self._snapshots.run)
+        if runner.take_requests():
+            self._apply_all(self._builder.flush())
+            self._started().batches.copy_holds.add(runner.held())
+            runner.start()
+
+    def _copied(self, copy: TableCopy) -> None:
+        zero = sum(copy.zero_dates.values())
+        if self.result.zero_dates is not None:
+            self.result.zero_dates.update(copy.zero_dates)
+        self.console.message(
+            "apply",
+            f"{copy.table}: copy {copy.outcome} ({copy.rows:,} rows"
+            + (f", {zero:,} zero dates written as null" if zero else "")
+            + "); it catches up from its copy's position",
+        )
 
     def _started(self) -> _Session:
         session = self._session
@@ -258,9 +301,9 @@ class Applier:
         return session
 
     def _loop(self) -> None:
-        reader = self._started().reader
         while not self._stop.is_set():
-            state = self.relay.wait_past(reader.position, self._wait_s())
+            reader = self._started().reader
+            state = self._state = self.relay.wait_past(reader.position, self._wait_s())
             if state.durable is not None:
                 for group in reader.read(state.durable):
                     self._batch_group(group)
@@ -270,10 +313,12 @@ class Applier:
                     self._check_no_gap(reader.source_position)  # a preamble without transactions
             if self._builder.due(time.monotonic()):
                 self._apply_all(self._builder.flush())
-            self._snapshot_requested()
+            self._snapshots_step()
             self._report(state)
+            reader = self._started().reader
             caught_up = state.durable is None or at_or_before(state.durable, reader.position)
-            if state.finished and caught_up:
+            copying = self._snapshots.running or bool(self._snapshots.held())
+            if state.finished and caught_up and not copying:
                 self._apply_all(self._builder.flush())
                 self._report(state, force=True)
                 if state.error is not None:
@@ -327,7 +372,7 @@ class Applier:
         result = self._apply_retrying(session, batch, number)
         if result is None:
             return False
-        session.accounting.on_batch_done(batch, result.held)
+        session.accounting.on_batch_done(batch, result.held, result.copy_held)
         for line in result.messages:
             self.console.message("apply", line)
         self._account(batch, result.committed)
@@ -426,10 +471,11 @@ class Applier:
         )
         self.metrics.set_gauge(LAG_BYTES, None, behind)
         self.metrics.set_gauge(LAG_SECONDS, None, lag_s)
+        copy = self._snapshots.status()
         self.console.status(
             f"{rate:,.0f} rows/s  lag {lag_s:.1f} s / {behind / MB:.1f} MB  "
             f"({self.result.row_changes:,} row changes, {self.result.transactions:,} "
-            f"transactions, {self.result.batches:,} batches)"
+            f"transactions, {self.result.batches:,} batches)" + (f"  | {copy}" if copy else "")
         )
 
     def _behind_bytes(self, durable: RelayPosition | None) -> int:

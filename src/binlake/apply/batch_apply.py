@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from binlake.apply.accounting import DdlHolds
+from binlake.apply.holds import CopyHolds
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
 from binlake.binlog.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
@@ -77,6 +78,8 @@ class BatchResult:
     messages: list[str] = field(default_factory=list)
     #: How each table's rows were written (row delta, MERGE, append).
     writes: dict[TableName, Write] = field(default_factory=dict)
+    #: Transactions per relay file held back for tables being copied (``apply.holds``).
+    copy_held: Counter[str] = field(default_factory=Counter)
 
 
 def commit_properties(batch: Batch, number: int) -> dict[str, str]:
@@ -108,12 +111,24 @@ class BatchApplier:
         self.zero_dates = zero_dates
         #: The write each table's last rows commit took (a change is reported once).
         self.writes: dict[TableName, Write] = {}
+        #: Tables being copied: their changes wait (``apply.holds``).
+        self.copy_holds = CopyHolds()
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         properties = commit_properties(batch, number)
+        held = Counter(
+            u.group.relay_file
+            for u in batch.units
+            if u.is_transaction and self.copy_holds.holds_unit(u)
+        )
         if batch.is_ddl:
-            return self._ddl(batch.units[0], properties)
-        return self._rows(batch, properties)
+            if held:
+                return BatchResult(copy_held=held)
+            result = self._ddl(batch.units[0], properties)
+        else:
+            result = self._rows(batch, properties)
+        result.copy_held = held
+        return result
 
     # ---- rows ------------------------------------------------------------------------------
 
@@ -147,6 +162,8 @@ class BatchApplier:
         """Plan ``source``'s changes in ``batch`` from what its table holds now (transactions
         it has by position skipped), and commit them; the row changes committed and the write
         they took (None: the table had everything already)."""
+        if self.copy_holds.holds(source):
+            return None  # applied once its copy is done, from the copy's position
         table = self.lake.table(source)
         changes: Changes | None = None
         for unit in batch.units:

@@ -14,12 +14,13 @@ but which one is known only from the table:
   the table's new metadata; after ``[applier] commit_retries`` conflicts in a row the conflict
   is raised (``CommitConflictError`` with ``attempts``).
 
-``Retry.run(work, reload)`` is the loop, for a batch (``Applier._apply``) and for the snapshot
-copies replicate runs (``SnapshotRunner.run``): one backoff (the ``[receiver] reconnect_*``
-policy), then ``reload()`` (``Lake.reload``: the one place positions are read again), then
-``work()`` again, each table skipping by position what it already holds: the rule a restart
-follows, so a retry is as safe as a restart. ``retries`` is how many times the current work
-was tried again (``Lake.retries``: the commit that goes through carries it as
+``Retry.run(work, reload)`` is the loop, for a batch (``Applier._apply``); the snapshot copies
+replicate runs in their own thread follow the same rule (``binlake.snapshot.runner``,
+``waits_out``: they resume from their committed chunks after the backoff). One backoff (the
+``[receiver] reconnect_*`` policy), then ``reload()`` (``Lake.reload``: the one place positions
+are read again), then ``work()`` again, each table skipping by position what it already holds:
+the rule a restart follows, so a retry is as safe as a restart. ``retries`` is how many times
+the current work was tried again (``Lake.retries``: the commit that goes through carries it as
 ``binlake.retries``, counted by `binlake status`); each conflict retry is told to
 ``on_conflict`` (the console line and the ``binlake_commit_retries_total`` metric).
 """

@@ -135,6 +135,9 @@ class SourceConfig:
     password: Secret | None = field(default=None, repr=False)
     #: The environment variable the password is read from (so it is not taken for a typo).
     password_env: str | None = None
+    #: The file the password is read from (snapshot chunk tasks read it again on the executors:
+    #: the password itself never travels to them).
+    password_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -455,7 +458,11 @@ def _source(values: dict[str, Any], env: Mapping[str, str]) -> SourceConfig:
         if path is not None and not path.is_file():
             raise ConfigError(f"[source] {key}: {path} is not a file", field=f"source.{key}")
     return SourceConfig(
-        **values, password_origin=origin, password=password, password_env=password_env
+        **values,
+        password_origin=origin,
+        password=password,
+        password_env=password_env,
+        password_file=password_file,
     )
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from binlake.errors import BinlakeError
 from binlake.lake.commit import current_lineage
 from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
 from binlake.lake.spark_errors import spark_errors
 from binlake.lake.sql import quote
-from binlake.lake.table_actions import split_name
+from binlake.lake.table_actions import split_name, table_exists_now
 from binlake.lake.target import LakeTarget
 
 
@@ -49,7 +50,24 @@ def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable
         statement = f"SHOW TABLES IN {catalog}.{quote(namespace)}"
         with spark_errors(statement):
             names = [row["tableName"] for row in spark.sql(statement).collect()]
-        out += [spark_table_lineage(spark, target, (namespace, name)) for name in sorted(names)]
+        out += _lineages(spark, target, namespace, sorted(names))
+    return out
+
+
+def _lineages(
+    spark: SparkSession, target: LakeTarget, namespace: str, names: list[str]
+) -> list[LakeTable]:
+    """The lineages of the tables ``names`` of ``namespace``; a table dropped since the listing
+    (a snapshot copy replacing it in another thread, another process) is left out, as a
+    listing made after the drop would have."""
+    out = []
+    for name in names:
+        try:
+            out.append(spark_table_lineage(spark, target, (namespace, name)))
+        except BinlakeError:
+            qualified = ".".join(quote(p) for p in (target.catalog, namespace, name))
+            if table_exists_now(spark, qualified):
+                raise
     return out
 
 

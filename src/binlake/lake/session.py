@@ -33,6 +33,7 @@ that pyspark stays an import of this package alone.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,6 +68,8 @@ __all__ = [
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: Attempts per task on a local master (``with_task_retries``).
+LOCAL_TASK_ATTEMPTS = 4
 #: Classes a working Iceberg runtime must provide (the second is what the PyPI jar lacks).
 PROBE_CLASSES = (
     ("org.apache.iceberg.spark.SparkCatalog", "iceberg-runtime"),
@@ -154,6 +157,9 @@ def session_conf(settings: SparkSettings, iceberg_jars: tuple[Path, ...] = ()) -
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}",
+        # Snapshot copies run their jobs in a pool of their own beside the applier's
+        # statements (binlake.lake.chunk_jobs): a freed core goes to the pool with fewer tasks.
+        "spark.scheduler.mode": "FAIR",
     }
     if settings.embedded_catalog:
         prefix = f"spark.sql.catalog.{settings.catalog}"
@@ -206,7 +212,7 @@ def build_session(settings: SparkSettings) -> SparkSession:
     check_master_address(settings.master)
     jars = () if brings_own_iceberg(settings) else ensure_iceberg_jars().paths
     _prepare_environment(settings)
-    builder = SparkSession.builder.master(settings.master)
+    builder = SparkSession.builder.master(with_task_retries(settings.master))
     for key, value in session_conf(settings, jars).items():
         builder = builder.config(key, value)
     spark = _get_or_create(builder, settings.master)
@@ -269,6 +275,16 @@ def _check_started(spark: SparkSession, settings: SparkSettings) -> None:
                 f"the Spark master dropped the application: {first_line(str(error))}",
                 master=settings.master,
             ) from None
+
+
+def with_task_retries(master: str) -> str:
+    """A local master that retries failed tasks as a cluster does (``local[N]`` gives each task
+    one attempt; ``local[N,F]`` gives it F): a snapshot chunk whose connection was killed is
+    read again. Other masters as they are (``spark.task.maxFailures``, 4 by default)."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.strip())
+    if match is None:
+        return master
+    return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
 def _require_pinned_threads() -> None:

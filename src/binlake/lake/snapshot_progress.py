@@ -1,18 +1,21 @@
-"""How far a table's snapshot got: the ``binlake.snapshot`` property of its chunk commits.
+"""How far a table's snapshot got: the ``binlake.snapshot`` property of its copy's commits.
 
-Each chunk of a snapshot is one Iceberg commit carrying, besides ``binlake.position`` (the
-position streaming replays the table from), this record as JSON:
+Each commit of a copy (one or more chunk files, or the last, empty one) carries, besides
+``binlake.position`` (the position streaming replays the table from), this record as JSON:
 
-* ``id``: the snapshot (``snapshot.plan`` entry) the chunk belongs to;
-* ``after``: the key of the chunk's last row (typed JSON values, ``encode_key``); the next chunk
-  reads the keys after it. None before the first chunk of a keyed table;
-* ``consistent``: the newest source position a chunk was read at. Until streaming has applied
-  the table up to there, rows of different chunks are at different positions: the table equals
-  the source only at positions at or after it (``binlake verify`` waits or retries before);
-* ``rows``: rows copied so far; ``done``: this was the last chunk.
+* ``v``: 2 (records without it were written by binlake's chunk-by-chunk copy, version 1);
+* ``id``: the snapshot (``snapshot.plan`` entry) the commit belongs to;
+* ``next``: the key every chunk before it holds (typed JSON values, ``encode_key``): the rows
+  of every key below ``next`` are committed, a resumed copy reads the keys from ``next`` on;
+  None when every chunk is committed. Version 1 had ``after`` instead, the key of the last row
+  committed (the next chunk read the keys after it);
+* ``consistent``: where the table starts to equal the source once ``done``: the copy's high
+  position (``binlake.snapshot.copier``). Until streaming has applied the table up to there,
+  its rows are of different moments: ``binlake verify`` waits or retries before it;
+* ``rows``: rows copied so far; ``done``: the copy is complete.
 
 Reading the newest summary of a table thus tells, after any crash, whether its snapshot with a
-given id is done, or which key to resume after: the data and the progress are one commit.
+given id is done, or which keys are left: the data and the progress are one commit.
 """
 
 from __future__ import annotations
@@ -28,28 +31,34 @@ from typing import Any
 from binlake.position import SourcePosition, parse_position
 
 SNAPSHOT = "binlake.snapshot"
+VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotProgress:
     id: str
+    #: Version 1 only: the key of the last row committed.
     after: tuple[Any, ...] | None
     consistent: SourcePosition
     rows: int
     done: bool
+    #: Version 2: the keys from here on are not committed yet (None: none are left).
+    next: tuple[Any, ...] | None = None
+    version: int = VERSION
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "id": self.id,
-                "after": None if self.after is None else encode_key(self.after),
-                "consistent": str(self.consistent),
-                "rows": self.rows,
-                "done": self.done,
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        data: dict[str, Any] = {
+            "id": self.id,
+            "consistent": str(self.consistent),
+            "rows": self.rows,
+            "done": self.done,
+        }
+        if self.version >= VERSION:
+            data["v"] = self.version
+            data["next"] = None if self.next is None else encode_key(self.next)
+        else:
+            data["after"] = None if self.after is None else encode_key(self.after)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def progress_of(summary: Mapping[str, str] | None) -> SnapshotProgress | None:
@@ -58,13 +67,17 @@ def progress_of(summary: Mapping[str, str] | None) -> SnapshotProgress | None:
         return None
     try:
         data = json.loads(summary[SNAPSHOT])
-        after = data["after"]
+        version = int(data.get("v", 1))
+        after = data["after"] if version < VERSION else None
+        following = data["next"] if version >= VERSION else None
         return SnapshotProgress(
             id=str(data["id"]),
             after=None if after is None else decode_key(after),
             consistent=parse_position(str(data["consistent"])),
             rows=int(data["rows"]),
             done=bool(data["done"]),
+            next=None if following is None else decode_key(following),
+            version=version,
         )
     except (ValueError, KeyError, TypeError):
         return None

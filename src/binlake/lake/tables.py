@@ -261,6 +261,11 @@ class Lake:
         self._applied.pop(source, None)
         self._bounds.pop(source, None)
 
+    def forget_all(self) -> None:
+        """Read every table from the catalog again when it is next needed (as at a start)."""
+        self._tables.clear()
+        self._applied.clear()
+
     def renamed(self, old: TableName, new: TableName) -> None:
         """``old``'s Iceberg table is now ``new``'s (renamed with its snapshots, or copied);
         its applied position and pending DDL follow it."""

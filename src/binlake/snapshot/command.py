@@ -22,14 +22,12 @@ from pathlib import Path
 
 from binlake.binlog.names import TableName
 from binlake.config import Config
-from binlake.console import Console, reconnect_notice
+from binlake.console import Console
 from binlake.errors import StateLockedError
 from binlake.lake.session import build_session, spark_settings, stop_session
-from binlake.lake.tables import Lake
 from binlake.lake.target import lake_target
 from binlake.snapshot.copier import TableCopy
 from binlake.snapshot.runner import SnapshotRunner, check_tables
-from binlake.source.hints import source_hints
 from binlake.source.settings import connection_settings
 from binlake.storage.lock import lock_state_folder
 from binlake.storage.snapshot_plan import write_request
@@ -57,13 +55,9 @@ def snapshot_tables(
         return SnapshotOutcome(requested=path, holder=str(error))
     with lock:
         spark = build_session(spark_settings(target, "binlake-snapshot"))
-        address = f"{config.source.host}:{config.source.port}"
-        hints = source_hints(config, notify=reconnect_notice(console, "snapshot", address))
         try:
-            lake = Lake(spark, target, key_columns=config.tables.key_columns, hints=hints)
-            runner = SnapshotRunner(config, spark, lake, console)
+            runner = SnapshotRunner(config, spark, target, console)
             runner.plan.add(tables, "requested")
             return SnapshotOutcome(copies=runner.run())
         finally:
-            hints.close()
             stop_session(spark)

@@ -1,60 +1,98 @@
-"""Snapshots: a table's existing rows copied into its Iceberg table, consistent with streaming.
+"""A table's copy: its existing rows read in parallel chunks by Spark tasks, committed to its
+Iceberg table with its progress, exactly once and consistent with streaming.
 
-**Algorithm** (chosen over one long transaction so that a crash resumes instead of restarting,
-and over DBLog's watermark table so that binlake never writes to the source). A table is read
-in chunks of ``chunk_rows`` rows in primary-key order; each chunk is read in its own
-``START TRANSACTION WITH CONSISTENT SNAPSHOT`` and is exactly the table's rows, in its key range,
-at that snapshot's binlog position P_k (``snapshot.chunks``). Each chunk is one Iceberg append
-carrying ``binlake.position`` = P_1 (the first chunk's position) and ``binlake.snapshot`` (id,
-last key, newest P_k, rows, done: ``lake.snapshot_progress``): the rows and the progress are
-one atomic commit, so a crash loses at most the chunk being read and never doubles one.
+**Algorithm** (chosen over per-chunk consistent snapshots and over DBLog's watermark
+correction; see "Why it is exact"). The driver takes the table's ``low`` position
+(``positions``: before any chunk is read), plans chunks from the key's range (``key_ranges``: a
+few queries), and runs one Spark job of one task per chunk (``binlake.lake.chunk_jobs``); each
+task reads its key range in a plain autocommit SELECT with binlake's own result-set reader,
+decodes it column by column and writes one Parquet file of the table (``chunk_task``,
+``chunk_files``), and reports (path, rows, zero dates). As tasks finish, the driver commits the
+files of the chunks done so far *in key order* (the longest finished prefix: a chunk finishing
+early waits for those before it) in one Iceberg fast append (``binlake.lake.file_append``)
+carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` = ``{id, next, rows, done}``
+(``lake.snapshot_progress``): data and progress are one atomic commit, and ``next`` (the first
+key of the first chunk not committed) is all a resumed copy needs: it plans again from ``next``
+and reads nothing twice. When every chunk is committed the driver takes ``high``, then one last
+commit without files marks the copy done with ``consistent`` = ``high``.
 
-**Why streaming from P_1 makes it exact.** Row events carry whole images (binlog_row_image=FULL)
-and the applier's MERGE is an upsert per key (an insert of an existing key updates it; a delete
-of a missing key does nothing). A key first copied at P_k holds its value at P_k; streaming then
-re-applies, in order, every change after P_1, so each key ends with the image of its last change
-at or before any position past P_k, or as copied when it had none: the table equals the source
-at every position at or after max(P_k). ``binlake verify`` compares only there
-(``SnapshotProgress.consistent``). Chunks are disjoint key ranges, so appending them needs no
-MERGE. A table without a key (a change log) cannot be re-applied idempotently: it is copied in
-one chunk and its position is that chunk's P itself.
+**Why it is exact.** Row events carry whole images (``binlog_row_image=FULL``) and streaming
+applies them as upserts and deletes by key. Every chunk is read after ``low``, so it sees every
+transaction up to ``low``; every transaction it saw is logged at or before ``high``. So each
+key's copied value is its value at some moment between ``low`` and ``high`` (or the key is
+absent, having been deleted or not yet inserted then), and streaming replays, in order, every
+change after ``low``: each key ends with the image of its last change, or as copied when it had
+none. The table equals the source at every position at or after ``high`` (``consistent``:
+``binlake verify`` compares only there, and a fresh insert skips its equality delete only
+there). DBLog's and Flink CDC's per-chunk correction (re-reading the binlog between a chunk's
+watermarks) serves sinks that emit each change once; binlake's replay from ``low`` is that
+correction for every chunk at once, so tasks need no snapshot and no position of their own. A
+table without a key (a change log) cannot be re-applied idempotently: it is one chunk read in
+its own consistent snapshot, and its position is that chunk's own (``low`` = ``high``).
+
+Streaming must not commit to a table while it is copied (a delete committed before a chunk that
+still holds the old row would be undone by that chunk): the applier holds the table's changes
+until its copy is done, then replays them from ``low`` (``binlake.apply.applier``).
 
 **Schema.** The Iceberg table is created from the TABLE_MAP MariaDB would log for the table
-(``source.table_shape``), i.e. exactly what streaming expects. A snapshot never spans a schema
-change: if a chunk's shape would need the Iceberg schema to evolve (the table was altered since
-P_1), the table's copy starts over (events older than the new P_1 must not be replayed onto the
-newer shape). A table dropped during its snapshot ends it: streaming replays the DROP.
+(``source.table_shape``), exactly what streaming expects. Tasks check the result's column
+definitions against the plan's, and the driver compares the table's columns after the job with
+those before it: a copy never spans a schema change; the table's copy starts over (events
+older than the new ``low`` must not be replayed onto the newer shape). A table dropped during
+its copy ends it: streaming replays the DROP.
 
-**Re-snapshot** (``binlake snapshot``, a new plan id): the old Iceberg table is dropped first,
-then copied like a new one; a crash between finds no table and copies it from the start.
+**Files.** Each file's name starts with the copy's prefix; files of attempts that never got
+committed (a task killed after writing, a crash before the commit) are deleted before the copy
+goes on and before it is marked done (crash point ``snapshot_during_cleanup``).
+
+**Re-snapshot** (``binlake snapshot``, a new plan id): the old Iceberg table is dropped first
+(crash point ``snapshot_after_replace``), then copied like a new one.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
 
 from binlake.binlog.names import TableName
 from binlake.console import Console
 from binlake.crashpoints import crash_point
-from binlake.lake.changes import ChangeLog, column_array
-from binlake.lake.commit import POSITION, append_with_commit_properties, latest_binlake_summary
-from binlake.lake.frames import dataframe_from_arrow
-from binlake.lake.iceberg_meta import with_retries
+from binlake.errors import (
+    BinlakeError,
+    SnapshotError,
+    SnapshotShapeChangedError,
+    SourceError,
+    SparkStatementError,
+)
+from binlake.lake.chunk_jobs import ChunkJob
+from binlake.lake.commit import POSITION, latest_binlake_summary
+from binlake.lake.file_append import FileAppender, TableFiles
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
-from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
-from binlake.lake.spark_types import spark_schema
+from binlake.lake.snapshot_progress import SNAPSHOT, VERSION, SnapshotProgress, progress_of
 from binlake.lake.table_actions import table_exists_now
 from binlake.lake.tables import Lake, LakeTable
-from binlake.position import SourcePosition, before, parse_position
-from binlake.snapshot.chunks import Chunk, ChunkReader
-from binlake.source.table_shape import table_map_from_columns
+from binlake.position import SourcePosition, parse_position
+from binlake.snapshot.chunk_files import FileTarget
+from binlake.snapshot.chunk_task import (
+    GONE_CODES,
+    ChunkPlan,
+    ChunkRecord,
+    ChunkSource,
+    decode_error,
+    error_in_text,
+    run_chunk,
+)
+from binlake.snapshot.progress import CopyProgress
+from binlake.snapshot.source_reads import SourceReads, TableShape
 from binlake.storage.snapshot_plan import PlanEntry
-from binlake.typemap import IcebergType, LakeColumn, LakeSchema
+
+#: A chunk job's pieces are small: one task per chunk, one row group of Arrow data per task.
+_COPY_ATTEMPTS = 20
 
 
 @dataclass
@@ -65,237 +103,356 @@ class TableCopy:
     rows: int = 0
     chunks: int = 0
     seconds: float = 0.0
-    #: "done", "already done" (by an earlier run) or "gone" (dropped on the source).
+    #: "done", "already done" (by an earlier run), "gone" (dropped on the source) or
+    #: "stopped" (asked to stop: resumed at the next start).
     outcome: str = "done"
+    #: Zero dates written as null, per ``db.table.column``.
+    zero_dates: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
-class _State:
-    progress: SnapshotProgress | None
-    position: SourcePosition | None
+class _Resume:
+    """Where a copy stands in the lake."""
+
+    progress: SnapshotProgress | None = None
+    low: SourcePosition | None = None
 
 
 class TableCopier:
-    """Copies tables chunk by chunk (see the module docstring)."""
+    """Copies tables (see the module docstring); one table at a time, on one thread."""
 
     def __init__(
         self,
         spark: SparkSession,
         lake: Lake,
-        reader: ChunkReader,
-        collations: Mapping[str, int],
+        reads: SourceReads,
+        source: ChunkSource,
         *,
         chunk_rows: int,
+        cores: int,
         console: Console,
+        stop: threading.Event | None = None,
+        on_progress: CopyProgressSink | None = None,
     ) -> None:
-        self.spark, self.lake, self.reader = spark, lake, reader
-        self.collations = collations
-        self.chunk_rows = chunk_rows
+        self.spark, self.lake, self.reads, self.source = spark, lake, reads, source
+        self.chunk_rows, self.cores = chunk_rows, cores
         self.console = console
+        self.stop = stop or threading.Event()
+        self.files = FileAppender(spark)
+        self.on_progress = on_progress
+        self._job: ChunkJob | None = None
+
+    def cancel(self) -> None:
+        """Stop the running chunk job (from another thread); ``copy`` then returns "stopped"."""
+        self.stop.set()
+        self.cancel_job()
+
+    def cancel_job(self) -> None:
+        job = self._job
+        if job is not None:
+            job.cancel()
 
     def copy(self, entry: PlanEntry) -> TableCopy:
         result = TableCopy(entry.table)
         started = time.monotonic()
-        state = self._resume(entry)
-        if state.progress is not None and state.progress.done:
+        resume = self._resume(entry)
+        if resume.progress is not None and resume.progress.done:
             result.outcome = "already done"
             return result
-        bar = _ProgressBar(self.console, entry.table, self.reader.estimated_rows(entry.table))
-        while True:
-            _, primary = self.reader.shape(entry.table)
-            key = tuple(self.lake.key_columns.get(entry.table, ())) or tuple(primary)
-            after = state.progress.after if state.progress is not None else None
-            chunk = self.reader.read(entry.table, key, after, self.chunk_rows if key else None)
-            if chunk is None:
-                result.outcome = "gone"
-                self._end_gone(entry, state)
+        for _ in range(_COPY_ATTEMPTS):
+            try:
+                self._copy_once(entry, resume, result)
                 break
-            table = self._lake_table(entry, chunk, state)
-            if table is None:
-                continue  # the shape changed since the copy began: it started over
-            done = not key or len(chunk.rows) < self.chunk_rows
-            state = self._commit(entry, table, chunk, state, done)
-            result.chunks += 1
-            result.rows += len(chunk.rows)
-            bar.update(state.progress.rows if state.progress else result.rows)
-            if done:
-                break
-        bar.close()
+            except SnapshotShapeChangedError:
+                self.console.message(
+                    "snapshot", f"{entry.table} changed shape during its copy: copying it again"
+                )
+                self._drop(entry.table)
+                resume = _Resume()
+        else:
+            raise SnapshotError(
+                f"{entry.table} changed shape during each of {_COPY_ATTEMPTS} attempts to copy it",
+                table=str(entry.table),
+                hint="run the snapshot again once the table's DDL has settled",
+            )
         result.seconds = time.monotonic() - started
         self.lake.forget(entry.table)  # streaming reads its position and schema again
         return result
 
-    # ---- progress ------------------------------------------------------------------------------
+    # ---- where a copy stands -----------------------------------------------------------------
 
-    def _resume(self, entry: PlanEntry) -> _State:
+    def _resume(self, entry: PlanEntry) -> _Resume:
         """Where the snapshot ``entry`` stands in the lake; an older snapshot's table is
-        dropped (a re-snapshot starts from nothing)."""
+        dropped (a re-snapshot starts from nothing), and so is a copy binlake's chunk-by-chunk
+        copy (record version 1) left unfinished."""
         name = self.lake.target.lake_table(entry.table)
         if not table_exists_now(self.spark, name):
-            return _State(None, None)
+            return _Resume()
         summary = latest_binlake_summary(self.spark, name)
         progress = progress_of(summary)
         if progress is not None and progress.id == entry.id and summary is not None:
-            return _State(progress, parse_position(summary[POSITION]))
+            if progress.done or progress.version >= VERSION:
+                return _Resume(progress, parse_position(summary[POSITION]))
+            self.console.message(
+                "snapshot", f"{entry.table}: an unfinished copy of an older binlake: starting over"
+            )
         self._drop(entry.table)
-        return _State(None, None)
+        return _Resume()
 
     def _drop(self, table: TableName) -> None:
         self.lake.drop(table)
         crash_point("snapshot_after_replace")
 
-    def _lake_table(self, entry: PlanEntry, chunk: Chunk, state: _State) -> LakeTable | None:
-        """The Iceberg table for ``chunk``: created on the first chunk; None (after dropping
-        it) when the chunk's shape would need the schema to evolve."""
-        name = entry.table
-        tm = table_map_from_columns(
-            name.database, name.table, chunk.columns, chunk.key, self.collations
-        )
+    # ---- one attempt ---------------------------------------------------------------------------
+
+    def _copy_once(self, entry: PlanEntry, resume: _Resume, result: TableCopy) -> None:
+        shape = self.reads.shape(entry.table, self.lake.key_columns.get(entry.table))
+        if shape is None:
+            self._end_gone(entry, resume, result)
+            return
+        table = self._lake_table(entry, shape, resume)
+        low = resume.low
+        if low is None and not table.changelog:
+            low = self.reads.low_position(entry.table)
+        files = self.files.table_files(table.name, str(entry.table))
+        plan = self._chunk_plan(entry, shape, table, files, resume)
+        self._clean_orphans(entry, files, plan.files.prefix)
+        run = _Run(self, entry, table, plan, resume, low)
+        if resume.progress is None or resume.progress.next is not None:
+            run.chunks()
+        if run.failure is not None:
+            self._failed(entry, resume, result, run.failure)
+            return
+        if self.stop.is_set():
+            result.outcome = "stopped"
+            return
+        if self.reads.shape(entry.table, self.lake.key_columns.get(entry.table)) != shape:
+            raise _shape_changed(entry)
+        self._clean_orphans(entry, files, plan.files.prefix)
+        crash_point("snapshot_before_high")
+        high = run.low if table.changelog else self.reads.high_position()
+        run.finish(high)
+        result.rows += run.rows
+        result.chunks += run.committed
+        result.zero_dates.update(run.zero_dates)
+
+    def _lake_table(self, entry: PlanEntry, shape: TableShape, resume: _Resume) -> LakeTable:
+        """The Iceberg table: created at the copy's start; ``SnapshotShapeChangedError`` when
+        the source's shape would need its schema to evolve (altered since the copy began)."""
         table = self.lake.table(entry.table)
         if table.schema is None:
-            self.lake.prepare(table, tm)
+            self.lake.prepare(table, shape.table_map)
             return table
         key = self.lake.key_columns.get(entry.table)
-        if plan_evolution(table.schema, tm, [], hints=table.hints(tm), key_columns=key):
-            self.console.message(
-                "snapshot",
-                f"{entry.table} changed shape during its snapshot: copying it again",
-            )
-            self._drop(entry.table)
-            state.progress, state.position = None, None
-            return None
+        hints = table.hints(shape.table_map)
+        if plan_evolution(table.schema, shape.table_map, [], hints=hints, key_columns=key):
+            raise _shape_changed(entry)
         return table
 
-    def _commit(
-        self, entry: PlanEntry, table: LakeTable, chunk: Chunk, state: _State, done: bool
-    ) -> _State:
-        earlier = state.progress
-        changelog = table.changelog
-        position = chunk.position if changelog or state.position is None else state.position
-        consistent = chunk.position
-        if earlier is not None and before(consistent, earlier.consistent):
-            consistent = earlier.consistent
-        after = chunk.last_key
-        if after is None and earlier is not None:
-            after = earlier.after
-        progress = SnapshotProgress(
-            id=entry.id,
-            after=after,
-            consistent=consistent,
-            rows=(earlier.rows if earlier else 0) + len(chunk.rows),
-            done=done,
-        )
-        assert table.schema is not None
-        arrow = _arrow(table.schema, chunk, changelog, entry.table)
-        frame = dataframe_from_arrow(self.spark, arrow, spark_schema(table.schema))
-        crash_point("snapshot_before_chunk")
-        properties = {POSITION: str(position), SNAPSHOT: progress.to_json()}
-        self._append(entry, table, frame, properties)
-        crash_point("snapshot_after_chunk")
-        return _State(progress, position)
-
-    def _append(
+    def _chunk_plan(
         self,
         entry: PlanEntry,
+        shape: TableShape,
         table: LakeTable,
-        frame: Any,
-        properties: dict[str, str],
-    ) -> None:
-        """One chunk's commit, tried again when another writer committed first, unless the
-        table's newest binlake snapshot shows it went through after all."""
-
-        def attempt(retries: int) -> None:
-            newest = latest_binlake_summary(self.spark, table.name) if retries else None
-            if newest is not None and newest.get(SNAPSHOT) == properties[SNAPSHOT]:
-                return
-            append_with_commit_properties(frame, table.name, with_retries(properties, retries))
-
-        self.lake.committing(entry.table, attempt)
-
-    def _end_gone(self, entry: PlanEntry, state: _State) -> None:
-        """The table was dropped on the source: streaming replays the DROP after P_1; a
-        partly copied table is marked done so that nothing resumes it."""
-        if state.progress is None or state.position is None:
-            return
-        table = self.lake.table(entry.table)
-        if table.schema is None:
-            return
-        progress = SnapshotProgress(
-            entry.id, state.progress.after, state.progress.consistent, state.progress.rows, True
+        files: TableFiles,
+        resume: _Resume,
+    ) -> ChunkPlan:
+        target = FileTarget(files.data_dir, copy_prefix(entry), files.schema, files.options)
+        start = resume.progress.next[0] if resume.progress and resume.progress.next else None
+        ranges = self.reads.ranges(shape, chunk_rows=self.chunk_rows, cores=self.cores, start=start)
+        return ChunkPlan(
+            database=shape.database,
+            table=shape.table,
+            columns=shape.columns,
+            key=shape.split.name if shape.split is not None and len(ranges) > 1 else "",
+            ranges=ranges,
+            shape=self.reads.result_shape(shape),
+            files=target,
+            flavor=self.reads.flavor,
+            positioned=table.changelog,
+            changelog=table.changelog,
         )
-        empty = dataframe_from_arrow(
-            self.spark, table.schema.arrow_schema().empty_table(), spark_schema(table.schema)
-        )
-        properties = {POSITION: str(state.position), SNAPSHOT: progress.to_json()}
-        self._append(entry, table, empty, properties)
 
-
-def _arrow(schema: LakeSchema, chunk: Chunk, changelog: bool, table: TableName) -> Any:
-    import pyarrow as pa
-
-    names = [c.name for c in chunk.columns]
-    decimals = [
-        i for i, c in enumerate(schema.columns) if c.type is IcebergType.DECIMAL and i < len(names)
-    ]
-    rows = [_decimals(row, decimals) for row in chunk.rows] if decimals else chunk.rows
-    if changelog:
-        log = ChangeLog(str(table), names)
-        for row in rows:
-            log.insert(tuple(row), str(chunk.position))
-        return log.to_arrow(schema.columns)
-    index = {name.casefold(): i for i, name in enumerate(names)}
-    arrays = [
-        _column_array([row[index[c.name.casefold()]] for row in rows], c, str(table))
-        for c in schema.columns
-    ]
-    fields = [pa.field(c.name, c.arrow_type(), nullable=c.nullable) for c in schema.columns]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def _decimals(row: list[Any], indexes: Sequence[int]) -> list[Any]:
-    out = list(row)
-    for i in indexes:
-        if isinstance(out[i], int):
-            out[i] = Decimal(out[i])
-    return out
-
-
-def _column_array(values: list[Any], column: LakeColumn, table: str) -> Any:
-    return column_array(values, column, table)
-
-
-class _ProgressBar:
-    """Per table: a live bar on a terminal (rows, rows/s, ETA from the estimated row count),
-    a log line per chunk elsewhere."""
-
-    WIDTH = 24
-
-    def __init__(self, console: Console, table: TableName, estimated: int) -> None:
-        self.console, self.table, self.estimated = console, table, estimated
-        self.started = time.monotonic()
-        self.rows = 0
-
-    def update(self, rows: int) -> None:
-        self.rows = rows
-        elapsed = max(time.monotonic() - self.started, 1e-6)
-        rate = rows / elapsed
-        total = max(self.estimated, rows)
-        left = (total - rows) / rate if rate > 0 else 0.0
-        if self.console.live:
-            filled = int(self.WIDTH * rows / total) if total else self.WIDTH
-            bar = "#" * filled + "." * (self.WIDTH - filled)
-            self.console.status(
-                f"snapshot {self.table} [{bar}] {rows:,}/~{total:,} rows, "
-                f"{rate:,.0f} rows/s, ETA {left:,.0f} s"
-            )
-        else:
+    def _clean_orphans(self, entry: PlanEntry, files: TableFiles, prefix: str) -> None:
+        """Delete the copy's files no commit references (attempts never committed)."""
+        orphans = self.files.unreferenced(files, prefix, str(entry.table))
+        for i, path in enumerate(orphans):
+            self.files.delete(files.name, [path], str(entry.table))
+            if i == 0:
+                crash_point("snapshot_during_cleanup")
+        if orphans:
             self.console.message(
-                "snapshot",
-                f"{self.table}: {rows:,} of ~{total:,} rows, {rate:,.0f} rows/s, ETA {left:,.0f} s",
+                "snapshot", f"{entry.table}: removed {len(orphans)} uncommitted chunk file(s)"
             )
 
-    def close(self) -> None:
-        elapsed = time.monotonic() - self.started
-        self.console.message(
-            "snapshot", f"{self.table}: {self.rows:,} rows copied in {elapsed:,.1f} s"
+    def _failed(
+        self, entry: PlanEntry, resume: _Resume, result: TableCopy, error: BinlakeError
+    ) -> None:
+        """A chunk failed: the table changed shape (start over), is gone (end), or the error
+        stops the copy (its committed chunks stay; a later run resumes after them)."""
+        if isinstance(error, SnapshotShapeChangedError):
+            raise _shape_changed(entry)
+        if isinstance(error, SourceError) and error.code in GONE_CODES:
+            self._end_gone(entry, self._resume(entry), result)
+            return
+        if self.stop.is_set():
+            result.outcome = "stopped"
+            return
+        raise error
+
+    def _end_gone(self, entry: PlanEntry, resume: _Resume, result: TableCopy) -> None:
+        """The table was dropped on the source: streaming replays the DROP after ``low``; a
+        partly copied table is marked done so that nothing resumes it."""
+        result.outcome = "gone"
+        progress, low = resume.progress, resume.low
+        if progress is None or low is None:
+            return
+        name = self.lake.target.lake_table(entry.table)
+        done = SnapshotProgress(entry.id, None, progress.consistent, progress.rows, True)
+        self.files.append(
+            name, [], {POSITION: str(low), SNAPSHOT: done.to_json()}, str(entry.table)
         )
+
+
+class CopyProgressSink:
+    """Receives the progress line of the copy running (the applier's status line shows it)."""
+
+    def __init__(self) -> None:
+        self.line: str | None = None
+
+
+def copy_prefix(entry: PlanEntry) -> str:
+    """The name prefix of a copy's files (stable across restarts: it names the snapshot id)."""
+    digest = hashlib.sha256(entry.id.encode("utf-8")).hexdigest()[:16]
+    return f"binlake-copy-{digest}"
+
+
+class _Run:
+    """One chunk job of a copy and its commits."""
+
+    def __init__(
+        self,
+        copier: TableCopier,
+        entry: PlanEntry,
+        table: LakeTable,
+        plan: ChunkPlan,
+        resume: _Resume,
+        low: SourcePosition | None,
+    ) -> None:
+        self.copier, self.entry, self.table, self.plan = copier, entry, table, plan
+        self.low = low
+        self.previous = resume.progress
+        self.total = resume.progress.rows if resume.progress else 0
+        self.rows = 0
+        self.committed = 0
+        self.zero_dates: Counter[str] = Counter()
+        self.failure: BinlakeError | None = None
+        self._pending: dict[int, ChunkRecord] = {}
+        self._next = 0
+        self._files: list[str] = []
+        self._progress = CopyProgress(
+            copier.console,
+            str(entry.table),
+            estimated=copier.reads.estimated_rows(entry.table),
+            chunks=len(plan.ranges),
+            already=self.total,
+        )
+
+    def chunks(self) -> None:
+        """Run the chunk job; commit the files of the chunks done, in key order, as they come."""
+        copier = self.copier
+        work = partial(run_chunk, copier.source, self.plan)
+        job = ChunkJob(
+            copier.spark, len(self.plan.ranges), work, f"binlake snapshot {self.entry.table}"
+        )
+        copier._job = job
+        try:
+            if copier.stop.is_set():
+                return
+            try:
+                outcome = job.run(self._arrived)
+            except BaseException:  # a commit failed: no task may go on writing files
+                job.cancel()
+                raise
+        finally:
+            copier._job = None
+        self._progress.close()
+        if outcome.failure is not None and self.failure is None and not outcome.cancelled:
+            self.failure = error_in_text(outcome.failure) or SparkStatementError(
+                f"a chunk job of {self.entry.table} failed: {_first_line(outcome.failure)}",
+                table=str(self.entry.table),
+                hint="see the Spark executor logs; the copy resumes after its committed chunks",
+            )
+
+    def _arrived(self, piece: int, text: str) -> None:
+        record = ChunkRecord.from_json(text)
+        if record.error is not None:
+            if self.failure is None:
+                self.failure = decode_error(record.error)
+                self.copier.cancel_job()
+            return
+        if piece < self._next or piece in self._pending or self.failure is not None:
+            return  # a duplicate (its file is an orphan, removed later), or after a failure
+        self._pending[piece] = record
+        if record.position is not None and self.low is None:
+            self.low = parse_position(record.position)
+        self._progress.chunk_done(record.rows)
+        sink = self.copier.on_progress
+        if sink is not None:
+            sink.line = f"snapshot {self.entry.table}: {self._progress.line()}"
+        self._commit_ready()
+
+    def _commit_ready(self) -> None:
+        """Commit the files of the chunks finished in key order since the last commit."""
+        start = self._next
+        while self._next in self._pending:
+            record = self._pending.pop(self._next)
+            if record.path is not None:
+                self._files.append(record.path)
+            self.rows += record.rows
+            self.total += record.rows
+            for column, count in record.zero_dates.items():
+                self.zero_dates[f"{self.entry.table}.{column}"] += count
+            self._next += 1
+        if self._next == start or not self._files:
+            return  # nothing new, or only empty chunks: the next commit covers them
+        ranges = self.plan.ranges
+        following = ranges[self._next].lower if self._next < len(ranges) else None
+        self._commit(self._files, None if following is None else (following,), done=False)
+        self.committed += len(self._files)
+        self._files = []
+
+    def _commit(
+        self, paths: list[str], following: tuple[object, ...] | None, *, done: bool
+    ) -> None:
+        assert self.low is not None
+        progress = SnapshotProgress(self.entry.id, None, self.low, self.total, done, next=following)
+        properties = {POSITION: str(self.low), SNAPSHOT: progress.to_json()}
+        if not done:
+            crash_point("snapshot_before_chunk")
+        self.copier.files.append(self.table.name, paths, properties, str(self.entry.table))
+        if not done:
+            crash_point("snapshot_after_chunk")
+
+    def finish(self, high: SourcePosition | None) -> None:
+        """The last commit: files of empty trailing chunks' predecessors, if any, and done with
+        ``consistent`` = ``high``."""
+        if self.low is None:  # a one-chunk copy of an empty table: its position is high's
+            self.low = high if high is not None else self.copier.reads.high_position()
+        consistent = high or self.low
+        progress = SnapshotProgress(self.entry.id, None, consistent, self.total, True, next=None)
+        properties = {POSITION: str(self.low), SNAPSHOT: progress.to_json()}
+        self.copier.files.append(self.table.name, self._files, properties, str(self.entry.table))
+        self.committed += len(self._files)
+        self._files = []
+
+
+def _shape_changed(entry: PlanEntry) -> SnapshotShapeChangedError:
+    return SnapshotShapeChangedError(f"{entry.table} changed shape", table=str(entry.table))
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return "no message"

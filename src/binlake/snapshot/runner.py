@@ -2,35 +2,77 @@
 
 * A new state folder (the relay log was empty when the receiver started) with
   ``[snapshot] initial = true``: every included base table on the source that holds no
-  position in the lake is planned ("initial"), then copied before streaming applies anything.
+  position in the lake is planned ("initial").
 * ``binlake snapshot --tables``: planned ("requested") directly when no replicator runs, or by a
   request file a running replicator takes between batches.
-* At every start, tables still in the plan are copied (resumed from their last chunk).
+* At every start, tables still in the plan are copied (resumed after their committed chunks).
 
-A table leaves the plan only after its last chunk is committed (crash point
-``snapshot_before_done`` sits between the two).
+``run`` copies every planned table in the calling thread (``binlake snapshot``). Inside
+``binlake replicate`` the copies run in a thread of their own (``start``) while the applier's
+thread streams the other tables: the two share the Spark session (Spark runs jobs from several
+threads; pyspark pins each Python thread to a JVM thread, so Iceberg's thread-local commit
+properties stay apart), and the copies have their own ``Lake`` and source connections. The
+applier holds back every change of a table that is planned, or copied but not yet ``released``
+(``held``): it replays them from the copy's position once the copy is done
+(``binlake.apply.applier``).
+
+A table leaves the plan only after its copy is marked done in the lake (crash point
+``snapshot_before_done`` sits between the two) and, on a local warehouse, fsynced.
+A copy that meets a source that went away (a restart, a lost connection) waits with the
+receiver's backoff and resumes after its committed chunks; any other error stops it, typed.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console, reconnect_notice
 from binlake.crashpoints import crash_point
-from binlake.errors import SnapshotError
+from binlake.errors import (
+    BinlakeError,
+    CatalogError,
+    CommitConflictError,
+    SnapshotError,
+    SourceConnectionLostError,
+    SourceUnreachableError,
+)
 from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
+from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition
-from binlake.snapshot.chunks import ChunkReader
-from binlake.snapshot.copier import TableCopier, TableCopy
+from binlake.snapshot.chunk_task import chunk_source
+from binlake.snapshot.copier import CopyProgressSink, TableCopier, TableCopy
+from binlake.snapshot.source_reads import SourceReads
+from binlake.source.hints import source_hints
+from binlake.source.policy import Backoff
 from binlake.source.reconnect import ReconnectPolicy, retrying
 from binlake.source.settings import connection_settings
 from binlake.source.table_shape import read_collations
-from binlake.storage.snapshot_plan import SnapshotPlan, take_requests
+from binlake.storage.snapshot_plan import PlanEntry, SnapshotPlan, take_requests
+from binlake.storage.warehouse_sync import warehouse_sync_for
 from binlake.verify.source_session import SnapshotSession
+
+#: Errors a copy waits out (the source restarting, a lost connection): it resumes after them.
+RETRYABLE = (SourceConnectionLostError, SourceUnreachableError)
+
+
+def waits_out(error: BinlakeError, *, lake: bool) -> bool:
+    """Whether a copy resumes after ``error``, after a backoff wait: the source went away; and,
+    inside ``binlake replicate`` (``lake``), the catalog failed (a commit whose answer was lost:
+    the resumed copy reads from its table what went through) or another writer committed to the
+    table first, as ``binlake.apply.retry`` does for batches. A one-off ``binlake snapshot``
+    exits with those (its plan makes the next run resume)."""
+    if isinstance(error, RETRYABLE):
+        return True
+    if not lake:
+        return False
+    if isinstance(error, CommitConflictError):
+        return True
+    return isinstance(error, CatalogError) and type(error).retryable
 
 
 class SnapshotRunner:
@@ -38,14 +80,30 @@ class SnapshotRunner:
         self,
         config: Config,
         spark: SparkSession,
-        lake: Lake,
+        target: LakeTarget,
         console: Console,
-        stop: threading.Event | None = None,
+        *,
+        cores: int | None = None,
     ) -> None:
-        self.config, self.spark, self.lake, self.console = config, spark, lake, console
-        self.stop = stop
+        self.config, self.spark, self.target, self.console = config, spark, target, console
         self.plan = SnapshotPlan(config.state.snapshot_plan_path)
+        self.cores = cores or max(1, int(spark.sparkContext.defaultParallelism))
         self.copies: list[TableCopy] = []
+        self.progress = CopyProgressSink()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Copies run inside ``binlake replicate`` (``start``): they wait out catalog failures.
+        self._in_replicate = False
+        self._copier: TableCopier | None = None
+        #: The background copy's error (any: a bug must stop ``replicate``, not hang it).
+        self._error: Exception | None = None
+        #: Copies done in the background, not yet taken by ``finished``.
+        self._done: list[TableCopy] = []
+        #: Tables copied whose changes the applier holds until it ``release``s them.
+        self._unreleased: set[TableName] = set()
+
+    # ---- planning ----------------------------------------------------------------------------
 
     def plan_initial(self, positions: Mapping[TableName, SourcePosition]) -> list[TableName]:
         """Plan every included source table the lake holds no position for (and the plan
@@ -57,7 +115,7 @@ class SnapshotRunner:
             tables = [
                 t
                 for t in session.base_tables()
-                if self.lake.target.selected(t) and t not in positions and t not in planned
+                if self.target.selected(t) and t not in positions and t not in planned
             ]
         if tables:
             self.plan.add(tables, "initial")
@@ -72,12 +130,12 @@ class SnapshotRunner:
         notify = reconnect_notice(self.console, "snapshot", f"{source.host}:{source.port}")
         return retrying(
             lambda: SnapshotSession(
-                connection_settings(source), policy, notify=notify, stop=self.stop
+                connection_settings(source), policy, notify=notify, stop=self._stop
             ),
             policy,
             reset=lambda: None,
             notify=notify,
-            stop=self.stop,
+            stop=self._stop,
         )
 
     def take_requests(self) -> list[TableName]:
@@ -89,28 +147,144 @@ class SnapshotRunner:
     def pending(self) -> bool:
         return bool(self.plan.read())
 
+    def held(self) -> frozenset[TableName]:
+        """Tables whose changes streaming must hold: planned, or copied and not released."""
+        with self._lock:
+            return frozenset(self.plan.read()) | frozenset(self._unreleased)
+
+    # ---- in the calling thread ---------------------------------------------------------------
+
     def run(self) -> list[TableCopy]:
         """Copy every table in the plan; each leaves the plan once its copy is committed."""
-        entries = self.plan.read()
-        if not entries:
-            return []
-        with self._session() as session:
-            reader = ChunkReader(session)
-            copier = TableCopier(
-                self.spark,
-                self.lake,
-                reader,
-                read_collations(session.query),
-                chunk_rows=self.config.snapshot.chunk_rows,
-                console=self.console,
-            )
-            for entry in sorted(entries.values(), key=lambda e: e.table):
-                self.console.message("snapshot", f"copying {entry.table} ({entry.reason})")
-                copy = copier.copy(entry)
-                self.copies.append(copy)
-                crash_point("snapshot_before_done")
-                self.plan.done(entry)
+        self._copy_planned()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        with self._lock:
+            self._done.clear()
+            self._unreleased.clear()
         return self.copies
+
+    # ---- in the background -------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Copy the planned tables in a thread of their own (if any, and none runs)."""
+        if self.running or not self.plan.read():
+            return
+        self._stop.clear()
+        self._in_replicate = True
+        self._thread = threading.Thread(
+            target=self._copy_planned, name="binlake-snapshot", daemon=True
+        )
+        self._thread.start()
+
+    def finished(self) -> list[TableCopy]:
+        """Copies done since the last call (their tables stay ``held`` until released); the
+        background copy's error, raised once it stopped."""
+        with self._lock:
+            done, self._done = self._done, []
+        if self._error is not None and not self.running:
+            error, self._error = self._error, None
+            raise error
+        return done
+
+    def release(self, tables: Collection[TableName]) -> None:
+        """The applier replays these tables from their copies' positions from now on."""
+        with self._lock:
+            self._unreleased.difference_update(tables)
+
+    def close(self) -> None:
+        """Stop the background copy (its committed chunks stay: the next start resumes)."""
+        self._stop.set()
+        copier = self._copier
+        if copier is not None:
+            copier.cancel()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def status(self) -> str | None:
+        """The running copy's progress line."""
+        return self.progress.line if self.running else None
+
+    # ---- the copies --------------------------------------------------------------------------
+
+    def _copy_planned(self) -> None:
+        """Copy the planned tables one by one, taking new ones as they are planned."""
+        try:
+            done: set[TableName] = set()
+            while not self._stop.is_set():
+                entries = [e for e in self.plan.read().values() if e.table not in done]
+                if not entries:
+                    return
+                entry = min(entries, key=lambda e: (e.table.database, e.table.table))
+                self._copy_waiting_out_the_source(entry)
+                done.add(entry.table)
+        except Exception as error:  # raised in the applier's thread by ``finished``
+            self._error = error
+
+    def _copy_waiting_out_the_source(self, entry: PlanEntry) -> None:
+        backoff = Backoff.from_config(self.config.receiver)
+        while not self._stop.is_set():
+            try:
+                self._copy(entry)
+                return
+            except BinlakeError as error:
+                if not waits_out(error, lake=self._in_replicate) or backoff.exhausted:
+                    raise
+                wait = backoff.next_wait()
+                self.console.message(
+                    "snapshot",
+                    f"{entry.table}: {error}; resuming after its committed chunks in {wait:.1f} s",
+                )
+                self._stop.wait(wait)
+
+    def _copy(self, entry: PlanEntry) -> None:
+        source = chunk_source(self.config.source)
+        source_address = f"{self.config.source.host}:{self.config.source.port}"
+        notify = reconnect_notice(self.console, "snapshot", source_address)
+        hints = source_hints(self.config, notify=notify, stop=self._stop)
+        sync = warehouse_sync_for(self.target, unsynced_since=time.time_ns())
+        try:
+            with self._session() as session:
+                lake = Lake(
+                    self.spark,
+                    self.target,
+                    key_columns=self.config.tables.key_columns,
+                    hints=hints,
+                )
+                reads = SourceReads(session, source, read_collations(session.query))
+                copier = TableCopier(
+                    self.spark,
+                    lake,
+                    reads,
+                    source,
+                    chunk_rows=self.config.snapshot.chunk_rows,
+                    cores=self.cores,
+                    console=self.console,
+                    stop=self._stop,
+                    on_progress=self.progress,
+                )
+                self._copier = copier
+                self.console.message("snapshot", f"copying {entry.table} ({entry.reason})")
+                with sync.committing():
+                    copy = copier.copy(entry)
+        finally:
+            self._copier = None
+            hints.close()
+        if copy.outcome == "stopped":
+            return
+        sync.sync()  # the done commit is durable before the plan forgets the table
+        crash_point("snapshot_before_done")
+        with self._lock:
+            self.plan.done(entry)
+            self.copies.append(copy)
+            self._done.append(copy)
+            self._unreleased.add(entry.table)
 
 
 def check_tables(
