@@ -16,6 +16,9 @@ from binlake.lake.sql import quote
 from binlake.lake.table_actions import split_name, table_exists_now
 from binlake.lake.target import LakeTarget
 
+#: Reads of a table's lineage while it is being replaced, before its failure is raised.
+_REPLACED_READS = 3
+
 
 def spark_table_lineage(
     spark: SparkSession, target: LakeTarget, identifier: tuple[str, ...]
@@ -57,17 +60,23 @@ def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable
 def _lineages(
     spark: SparkSession, target: LakeTarget, namespace: str, names: list[str]
 ) -> list[LakeTable]:
-    """The lineages of the tables ``names`` of ``namespace``; a table dropped since the listing
-    (a snapshot copy replacing it in another thread, another process) is left out, as a
-    listing made after the drop would have."""
+    """The lineages of the tables ``names`` of ``namespace``. A snapshot copy may replace a
+    table in its own thread (or another process may) while they are read: a table dropped
+    since the listing is left out, as a listing made after the drop would have; a table
+    replaced since is read again."""
     out = []
     for name in names:
-        try:
-            out.append(spark_table_lineage(spark, target, (namespace, name)))
-        except BinlakeError:
-            qualified = ".".join(quote(p) for p in (target.catalog, namespace, name))
-            if table_exists_now(spark, qualified):
-                raise
+        identifier = (namespace, name)
+        qualified = ".".join(quote(p) for p in (target.catalog, *identifier))
+        for attempt in range(_REPLACED_READS):
+            try:
+                out.append(spark_table_lineage(spark, target, identifier))
+                break
+            except BinlakeError:
+                if not table_exists_now(spark, qualified):
+                    break
+                if attempt == _REPLACED_READS - 1:
+                    raise
     return out
 
 
