@@ -6,9 +6,9 @@ verify` (every value compared exactly, at the same source position) and the exac
 of every table's snapshot history. The type coverage runs on three targets (the embedded
 catalog; Iceberg's JDBC catalog on PostgreSQL; the JDBC catalog from a Spark standalone
 cluster, where `binlake replicate` runs as its own process and the rows cross to executors),
-streamed and then copied again by a snapshot (chunks read by Spark tasks, on the cluster's
-executor there),
-the DDL sequence on the first two (the JDBC catalog renames tables, the Hadoop one copies them).
+streamed, then (embedded and cluster) copied again by a snapshot whose chunks Spark tasks
+read (on the cluster's executor there); the DDL sequence on the first two (the JDBC catalog
+renames tables, the Hadoop one copies them).
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ def test_the_type_coverage_workload_lands_in_iceberg_with_every_value_exact(
     writes.pop(f"{database}.noblob")
     assert all(w == {"row-delta"} for w in writes.values()), writes
     assert run.zero_dates > 0  # the times() table writes zero dates: nulled, counted
+    if target.kind == "jdbc":
+        return  # the copy path is the same as embedded's (local tasks); the catalog's is above
     # Every table copied again by a snapshot: each value through the chunk tasks' columnar
     # reader and Parquet files (on the cluster: on its executor), then verified again.
     names = [f"{database}.{t.name}" for t in tables]
