@@ -128,13 +128,14 @@ def test_a_snapshot_killed_at_a_crash_point_resumes_after_its_last_chunk(
 
 
 def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]:
-    """Data files of the table's folder that no snapshot of the table references."""
+    """Chunk files of the table's copies (``binlake-copy-*``) that no snapshot references."""
     target = lake_target(load_config(config_path))
     name = target.lake_table(as_table(table))
     rows = spark.sql(f"SELECT file_path FROM {name}.all_data_files").collect()  # type: ignore[attr-defined]
     referenced = {Path(str(row[0]).removeprefix("file:")).name for row in rows}
     folder = lake_warehouse(spark).joinpath(*target.identifier(as_table(table)), "data")
-    return sorted(p.name for p in folder.rglob("*.parquet") if p.name not in referenced)
+    copies = folder.rglob("binlake-copy-*.parquet")
+    return sorted(p.name for p in copies if p.name not in referenced)
 
 
 def test_a_resnapshot_killed_after_dropping_the_old_table_copies_it_on_restart(
