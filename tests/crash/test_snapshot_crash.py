@@ -40,13 +40,14 @@ CHUNK_ROWS = 6_000
 #: Case -> the crash points (name:pass) the copy is killed at, one run each, in order; then a
 #: restart finishes it. snapshot_after_replace is the re-snapshot's own test. A copy killed
 #: before its second commit leaves chunk files no commit references: its restart is killed
-#: while deleting them (snapshot_during_cleanup), and the next restart deletes the rest.
+#: while deleting them (snapshot_during_cleanup), and the next restart deletes the rest. A copy
+#: killed with every chunk committed, before its high position (snapshot_before_high), has its
+#: restart killed once it is marked done (snapshot_before_done).
 CASES = {
     "snapshot_after_plan": ("snapshot_after_plan:1",),
     "snapshot_before_chunk": ("snapshot_before_chunk:2", "snapshot_during_cleanup:1"),
     "snapshot_after_chunk": ("snapshot_after_chunk:2",),
-    "snapshot_before_high": ("snapshot_before_high:1",),
-    "snapshot_before_done": ("snapshot_before_done:1",),
+    "snapshot_before_done": ("snapshot_before_high:1", "snapshot_before_done:1"),
 }
 KILLED = -9
 
