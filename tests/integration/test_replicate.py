@@ -68,13 +68,14 @@ def test_the_type_coverage_workload_lands_in_iceberg_with_every_value_exact(
         return  # the copy path is the same as embedded's (local tasks); the catalog's is above
     # Every table copied again by a snapshot: each value through the chunk tasks' columnar
     # reader and Parquet files (on the cluster: on its executor), then verified again.
-    names = [f"{database}.{t.name}" for t in tables]
-    requested = [TableName(database, t.name) for t in tables]
+    # (On the cluster two tables, zero dates and every charset, are enough to prove the path.)
+    again = [t for t in tables if target.cluster is None or t.name in ("times", "strings")]
+    requested = [TableName(database, t.name) for t in again]
     write_request(load_config(config).state.snapshot_requests_dir, requested)
     copied = replicate_until_caught_up(config, spark, target)
-    assert copied.output.count(": copy done (") == len(tables), copied.output
+    assert copied.output.count(": copy done (") == len(again), copied.output
     assert copied.zero_dates > 0
-    assert sorted(assert_verify_passes(config, spark)) == sorted(names)
+    assert sorted(assert_verify_passes(config, spark)) == sorted(checked)
     assert_history_is_exactly_once(config, spark)
 
 
