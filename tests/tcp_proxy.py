@@ -122,6 +122,7 @@ class TcpProxy:
         self.lifetime_s = lifetime_s
         self.reject_new = False
         self._reject_count = 0
+        self._cut_next: int | None = None
         self.connections = 0
         self.bytes_to_client = 0
         self.bytes_to_server = 0
@@ -220,6 +221,10 @@ class TcpProxy:
         """Close the next ``count`` new connections at once (then forward again)."""
         self._reject_count = count
 
+    def cut_next_after(self, nbytes: int) -> None:
+        """Forward ``nbytes`` server -> client on the next new connection, then reset it."""
+        self._cut_next = nbytes
+
     def _serve(self, client: socket.socket) -> None:
         self.connections += 1
         if self.reject_new or self._reject_count > 0:
@@ -235,6 +240,9 @@ class TcpProxy:
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         link = _Link(self, client, upstream)
+        if self._cut_next is not None:
+            link.cut_with_reset, link.cut_remaining = True, self._cut_next
+            self._cut_next = None
         with self._lock:
             self._links.append(link)
         link.thread.start()

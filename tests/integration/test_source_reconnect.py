@@ -14,17 +14,22 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from binlake.snapshot.chunks import ChunkReader
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.lake.iceberg_meta import read_table
 from binlake.position import SourcePosition
+from binlake.snapshot.chunk_files import FileTarget
+from binlake.snapshot.chunk_task import ChunkPlan, ChunkRecord, ChunkSource, KeyRange, run_chunk
+from binlake.snapshot.source_reads import SourceReads
 from binlake.source.hints import SourceHints
 from binlake.source.queries import SourceQueries
 from binlake.source.reconnect import ReconnectPolicy
 from binlake.source.settings import ConnectionSettings
+from binlake.source.table_shape import read_collations
 from binlake.verify.source_session import SnapshotSession
 from binlake.verify.status import source_status
 from binlake.verify.verifier import VerifyOptions, verify_config
@@ -79,25 +84,32 @@ def test_column_types_and_time_conversions_come_back_after_resets(
         hints.close()
 
 
-def test_a_snapshot_chunk_cut_mid_stream_is_read_again_in_a_new_snapshot(
-    source: MariaDBSandbox, proxy: TcpProxy
+def test_a_snapshot_chunk_cut_mid_stream_fails_its_task_and_the_next_attempt_reads_it_whole(
+    source: MariaDBSandbox, proxy: TcpProxy, tmp_path: Path
 ) -> None:
+    """A chunk task whose connection is cut half-way through its rows raises (Spark runs the
+    task again); the next attempt, on a new connection, writes every row of the chunk."""
     database = f"rc_{uuid.uuid4().hex[:8]}"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v VARCHAR(100))")
     values = ", ".join(f"({i}, '{'x' * 90}{i}')" for i in range(3000))
     source.execute(f"INSERT INTO {database}.t VALUES {values}")
-    retries: list[float] = []
-    with SnapshotSession(
-        settings(proxy), POLICY, notify=lambda _e, wait: retries.append(wait)
-    ) as session:
-        reader = ChunkReader(session)
-        whole = reader.read(TableName(database, "t"), ("id",), None, None)
-        proxy.cut_after(50_000)  # the next read dies half-way through its rows
-        again = reader.read(TableName(database, "t"), ("id",), None, None)
-    assert whole is not None and again is not None
-    assert len(whole.rows) == 3000 and again.rows == whole.rows
-    assert retries, "the cut was never noticed"
+    task_source = ChunkSource(settings(proxy))
+    with SnapshotSession(settings(proxy), POLICY) as session:
+        reads = SourceReads(session, task_source, read_collations(session.query))
+        shape = reads.shape(TableName(database, "t"), None)
+        assert shape is not None
+        result_shape = reads.result_shape(shape)
+    schema = pa.schema([pa.field("id", pa.int32(), False), pa.field("v", pa.string())])
+    files = FileTarget(str(tmp_path), "binlake-copy-test", schema)
+    plan = ChunkPlan(database, "t", shape.columns, "", (KeyRange(),), result_shape, files)
+    proxy.cut_next_after(50_000)  # the task's connection dies half-way through its rows
+    with pytest.raises(RuntimeError, match=r"connection|gone|lost"):
+        run_chunk(task_source, plan, 0, "attempt-0")
+    record = ChunkRecord.from_json(run_chunk(task_source, plan, 0, "attempt-1"))
+    assert record.error is None and record.rows == 3000 and record.path is not None
+    written = pq.read_table(record.path)
+    assert sorted(written.column("id").to_pylist()) == list(range(3000))
 
 
 def test_status_tries_the_source_again_before_calling_it_unreachable(
