@@ -170,7 +170,13 @@ def test_replicate_snapshot_verify_and_status_connect_with_a_non_ascii_ed25519_p
     source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v VARCHAR(20))")
     source.execute(f"INSERT INTO {database}.t VALUES (1, 'before the snapshot')")
     config = config_for(tmp_path, source, spark, database, snapshot="initial = true\n")
-    config = with_user(config, user, f'password_env = "{PASSWORD_ENV}"')
+    # The snapshot's chunk tasks read the password on the executor. An environment variable
+    # set now would not reach the Python workers of the tests' shared Spark session (they
+    # inherit the environment the JVM started with; a `binlake replicate` process has it from
+    # its start): the file reaches them.
+    password_file = tmp_path / "source-password"
+    password_file.write_bytes(NON_ASCII.encode("utf-8") + b"\n")
+    config = with_user(config, user, f'password_file = "{password_file}"')
     monkeypatch.setenv(PASSWORD_ENV, NON_ASCII)
     loaded = load_config(config)
     stream = io.StringIO()
