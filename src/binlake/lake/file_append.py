@@ -19,8 +19,7 @@ through Iceberg's Java API on the driver (Py4J; no Spark job), with binlake's pr
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,22 +27,8 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from binlake.lake.commit import checked_properties
+from binlake.lake.delta_files import FIELD_ID, arrow_type_of, parquet_options
 from binlake.lake.spark_errors import spark_errors
-
-FIELD_ID = b"PARQUET:field_id"
-_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
-_ARROW_TYPES: dict[str, Callable[[], pa.DataType]] = {
-    "boolean": pa.bool_,
-    "int": pa.int32,
-    "long": pa.int64,
-    "float": pa.float32,
-    "double": pa.float64,
-    "date": pa.date32,
-    "timestamp": lambda: pa.timestamp("us"),
-    "timestamptz": lambda: pa.timestamp("us", tz="UTC"),
-    "string": pa.string,
-    "binary": pa.binary,
-}
 
 
 @dataclass(frozen=True)
@@ -59,17 +44,6 @@ class TableFiles:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def arrow_type_of(iceberg_type: object) -> pa.DataType | None:
-    """The Arrow type of an Iceberg primitive type's JSON form (None: not one binlake writes)."""
-    if not isinstance(iceberg_type, str):
-        return None
-    match = _DECIMAL.fullmatch(iceberg_type)
-    if match:
-        return pa.decimal128(int(match.group(1)), int(match.group(2)))
-    factory = _ARROW_TYPES.get(iceberg_type)
-    return None if factory is None else factory()
-
-
 def parquet_schema(schema_json: str) -> pa.Schema:
     """The Parquet schema of an Iceberg schema (``SchemaParser.toJson``)."""
     fields = []
@@ -80,29 +54,6 @@ def parquet_schema(schema_json: str) -> pa.Schema:
         metadata = {FIELD_ID: str(item["id"])}
         fields.append(pa.field(item["name"], arrow, not item["required"], metadata))
     return pa.schema(fields)
-
-
-def parquet_options(properties: Mapping[str, str]) -> dict[str, Any]:
-    """pyarrow writer options for the table's ``write.parquet.*`` properties (Iceberg's
-    defaults otherwise: zstd, 1 MiB pages, 20,000 rows per page, 2 MiB dictionaries)."""
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
-    options: dict[str, Any] = {
-        "compression": "none" if codec == "uncompressed" else codec,
-        "version": "2.6",
-        "store_decimal_as_integer": True,
-        "store_schema": False,
-        "write_page_checksum": True,
-        "write_statistics": True,
-        "data_page_size": int(properties.get("write.parquet.page-size-bytes", str(1 << 20))),
-        "max_rows_per_page": int(properties.get("write.parquet.page-row-limit", "20000")),
-        "dictionary_pagesize_limit": int(
-            properties.get("write.parquet.dict-size-bytes", str(2 << 20))
-        ),
-    }
-    level = properties.get("write.parquet.compression-level")
-    if level:
-        options["compression_level"] = int(level)
-    return options
 
 
 class FileAppender:
@@ -133,7 +84,9 @@ class FileAppender:
             schema_json = str(self._schema_parser.toJson(java.schema()))
             location = str(java.location()).rstrip("/")
         data_dir = properties.get("write.data.path") or f"{location}/data"
-        return TableFiles(name, data_dir, parquet_schema(schema_json), parquet_options(properties))
+        return TableFiles(
+            name, data_dir, parquet_schema(schema_json), parquet_options(properties, deletes=False)
+        )
 
     def append(
         self, name: str, paths: Sequence[str], properties: Mapping[str, str], table: str
