@@ -10,6 +10,7 @@ tests/property -> property).
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from binlake_dev.sandbox import MariaDBSandbox, mariadb_available
 from lake_targets import (
     JDBC_CATALOG,
+    TEST_JVM_OPTIONS,
     CatalogDatabase,
     TargetSetup,
     catalog_database,
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from binlake_dev.postgres import PostgresServer
 
 TESTS_DIR = Path(__file__).parent
+# Before any Spark starts: the JVM options of the tests' Spark drivers (tests/lake_targets.py).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
 FOLDER_MARKERS = ("unit", "integration", "crash", "property")
 
 

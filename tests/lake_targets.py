@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from binlake_dev.postgres import PostgresServer
 
 KINDS = ("embedded", "jdbc", "cluster-jdbc")
+#: JVM options of every JVM the tests start for Spark: the tests' own session and each binlake
+#: subprocess's driver (``SPARK_SUBMIT_OPTS``, set by tests/conftest.py), and the executors on
+#: the test cluster (``CLUSTER_CONF``). These JVMs live seconds to minutes, where the C2
+#: compiler's threads cost more CPU than its code gains: C1 only and the serial collector make
+#: a short Spark run about a third faster on 2 cores. Speed only (no behaviour depends on the
+#: JIT tier); bench/ and binlake itself run with the JVM's defaults.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: Catalog name of the session's JDBC catalog (binlake's configs and the tests' session).
 JDBC_CATALOG = "pglake"
 #: Spark settings of binlake's applications on the test cluster: one core each, so that two
@@ -43,6 +50,7 @@ CLUSTER_CONF = {
     "spark.executor.cores": "1",
     "spark.executor.memory": "768m",
     "spark.driver.memory": "768m",
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
 }
 
 

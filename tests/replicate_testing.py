@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 import pytest
 
@@ -325,15 +325,27 @@ def refresh(spark: object, config: Config) -> None:
         spark.sql(f"REFRESH TABLE {target.lake_table(table)}")  # type: ignore[attr-defined]
 
 
+def namespace_exists(spark: Any, catalog: str, namespace: str) -> bool:
+    """Whether ``catalog`` (of the session ``spark``) has the one-level ``namespace``."""
+    java_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+    parts = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.java.lang.String, 1)
+    parts[0] = namespace
+    return bool(java_catalog.namespaceExists(parts))
+
+
 def replicated_tables(spark: object, config: Config) -> list[TableName]:
     """Every Iceberg table in the namespaces the config's databases (the include globs'
-    database parts, which the tests write without wildcards) map to."""
+    database parts, which the tests write without wildcards) map to; none for a namespace
+    binlake has not created yet."""
     target = lake_target(config)
+    catalog = target.catalog.replace("`", "``")
     out = []
     for glob in config.tables.include:
         database = glob.database
+        if not namespace_exists(spark, target.catalog, target.namespace(database)):
+            continue
         namespace = target.namespace(database).replace("`", "``")
-        rows = spark.sql(f"SHOW TABLES IN `{target.catalog}`.`{namespace}`").collect()  # type: ignore[attr-defined]
+        rows = spark.sql(f"SHOW TABLES IN `{catalog}`.`{namespace}`").collect()  # type: ignore[attr-defined]
         out += [TableName(database, row["tableName"]) for row in rows]
     return sorted(set(out))
 

@@ -18,8 +18,6 @@ SCHEMA = (
     "PRIMARY KEY (order_id, line))",
     "CREATE TABLE {db}.audit (at BIGINT, what VARCHAR(20))",
 )
-#: A DDL whose evolution is two schema statements (a drop, then an add).
-TWO_STEP_DDL = "ALTER TABLE {db}.orders ADD COLUMN note VARCHAR(10), DROP COLUMN extra"
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """`binlake replicate` killed (SIGKILL) at every applier crash point during a live workload whose
 transactions touch several tables, then restarted: every table equals the source (`verify`:
 row sets and values exact) and its snapshot history shows each batch and each position once.
-Each crash point runs on two targets: the embedded catalog on `local[2]`, and Iceberg's JDBC
-catalog (PostgreSQL) from a Spark standalone cluster (`tests/lake_targets.py`).
+One lineage per target is killed at each point in turn (each restart recovers from the kill
+before it), on two targets: the embedded catalog on `local[2]`, and Iceberg's JDBC catalog
+(PostgreSQL) from a Spark standalone cluster (`tests/lake_targets.py`).
 
 Also acceptance scenario 7 (WL#4621): the relay log loses a tail the applier had already applied
 (the newest relay file cut back to an earlier transaction boundary, as a lost page cache would);
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from applier_workload import TWO_STEP_DDL, ShopWorkload
+from applier_workload import ShopWorkload
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
@@ -42,15 +43,15 @@ from replicate_testing import (
     run_replicate,
 )
 
-#: Crash point -> the pass to die at.
+#: Crash point -> the pass to die at, in the order one lineage is killed at them.
 CASES = {
     "apply_before_commit": "apply_before_commit:2",
-    "apply_before_delta_commit": "apply_before_delta_commit:3",
-    "apply_between_tables": "apply_between_tables:2",
-    "apply_after_commits": "apply_after_commits:2",
     "apply_during_ddl": "apply_during_ddl:1",
+    "apply_before_delta_commit": "apply_before_delta_commit:3",
     "apply_before_backfill": "apply_before_backfill:1",
+    "apply_between_tables": "apply_between_tables:2",
     "apply_during_purge": "apply_during_purge:1",
+    "apply_after_commits": "apply_after_commits:2",
 }
 CRASH_TIMEOUT_S = 120
 
@@ -62,16 +63,25 @@ def test_every_apply_crash_point_has_a_case() -> None:
     assert set(CASES) == {name for name in POINTS if name.startswith("apply_")}
 
 
+def two_step_ddl(run: int) -> str:
+    """The DDL before killed run ``run``: two schema statements (an add, then a drop of the
+    column the previous one added), so every run meets ``apply_during_ddl`` and
+    ``apply_before_backfill``."""
+    dropped = "extra" if run == 0 else f"note{run - 1}"
+    return f"ALTER TABLE {{db}}.orders ADD COLUMN note{run} VARCHAR(10), DROP COLUMN {dropped}"
+
+
 @pytest.mark.parametrize("target", ["embedded", "cluster-jdbc"], indirect=True)
-@pytest.mark.parametrize("point", sorted(CASES))
-def test_replicate_killed_at_an_apply_crash_point_then_restarted_is_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object, point: str, target: TargetSetup
+def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_exactly_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object, target: TargetSetup
 ) -> None:
-    database = f"crash_{point}{target.suffix}"
+    """One lineage per target, killed at each point in turn: each run recovers from the
+    previous run's kill, applies, and dies at its own point while the workload commits (its
+    backlog holds transactions, a two-statement DDL, and the live ones). After each kill no
+    table's history holds a batch or a position twice; after the last, an unarmed restart
+    catches up and the lake equals the source."""
+    database = f"crash_lineage{target.suffix}"
     workload = ShopWorkload(source, database).create()
-    workload.run(12)
-    workload.ddl(TWO_STEP_DDL)
-    workload.run(12)
     config = config_for(
         tmp_path,
         source,
@@ -81,12 +91,17 @@ def test_replicate_killed_at_an_apply_crash_point_then_restarted_is_exactly_once
         applier="max_transactions = 6\nmax_seconds = 1.0\n",
         target=target,
     )
-    live = workload.in_thread(20, pause_s=0.03)
-    # A run still alive at the timeout is killed (returncode -9 as well): not told apart here.
-    killed, _timed_out = run_armed(config, CASES[point], CRASH_TIMEOUT_S)
-    live.join()
-    assert not workload.errors, workload.errors
-    assert killed.returncode == -9, f"not killed at {point}\n{describe(killed)}"
+    for run, (point, armed) in enumerate(CASES.items()):
+        workload.run(12)
+        workload.ddl(two_step_ddl(run))
+        workload.run(12)
+        live = workload.in_thread(20, pause_s=0.03)
+        killed, timed_out = run_armed(config, armed, CRASH_TIMEOUT_S)
+        live.join()
+        assert not workload.errors, workload.errors
+        assert not timed_out, f"never reached {point} in {CRASH_TIMEOUT_S}s\n{describe(killed)}"
+        assert killed.returncode == -9, f"not killed at {point}\n{describe(killed)}"
+        assert_history_is_exactly_once(config, spark)
     workload.run(5)
     # On the cluster every commit is a job on a remote executor: the restart catches up in
     # bigger batches (a restart's batches may have any bounds: the skip is per transaction).

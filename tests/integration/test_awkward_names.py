@@ -2,7 +2,11 @@
 non-ASCII letters, or differ only by case, through every CLI command that names tables:
 `replicate` (initial snapshot, then streaming), `verify` (all, and ``--tables``), `status`,
 `snapshot --tables`; ``[tables]`` include/exclude globs, ``key_columns`` and ``namespace_map``
-with those names. Names are (database, table) pairs end to end."""
+with those names. Names are (database, table) pairs end to end.
+
+Each command runs once as the `binlake` command (its own process: argument parsing, output);
+the runs that only repeat a command (streaming after the first `replicate`, `verify` of every
+table) run in this process, on the tests' Spark session, through the same code below the CLI."""
 
 from __future__ import annotations
 
@@ -13,9 +17,11 @@ from binlake.binlog.names import TableName
 from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
+    assert_verify_passes,
     describe,
     lake_warehouse,
     module_source,
+    replicate_in_process,
     run_binlake,
     run_replicate,
     write_config,
@@ -78,29 +84,25 @@ def test_every_command_takes_awkward_names_as_pairs(
     assert first.returncode == 0, describe(first)
     fill(source, WEIRD, 2)  # streamed
     fill(source, OTHER, 2)
-    again = run_replicate(config, "--until-caught-up")
-    assert again.returncode == 0, describe(again)
+    replicate_in_process(config, spark)
 
     expected = {TableName(db, t) for db in (WEIRD, OTHER) for t in TABLES if t != "tmp 1"}
-    verify = run_binlake("verify", config, "--json")
-    assert verify.returncode == 0, describe(verify)
-    report = json.loads(verify.stdout)
-    checked = {TableName(r["source_database"], r["source_table"]) for r in report["tables"]}
-    assert checked == expected
-    assert all(r["status"] == "ok" for r in report["tables"])
-    assert {TableName.parse(r["table"]) for r in report["tables"]} == expected
+    checked = assert_verify_passes(config, spark)  # every table the config selects
+    assert {TableName.parse(name) for name in checked} == expected
 
     chosen = "`we.ird db`.`tâble x`,`we.ird db`.Orders,`WE.IRD db`.`c,d`,`we.ird db`.`t``1`"
     some = run_binlake("verify", config, "--tables", chosen, "--json")
     assert some.returncode == 0, describe(some)
-    assert [
-        TableName(r["source_database"], r["source_table"])
-        for r in json.loads(some.stdout)["tables"]
-    ] == [
+    report = json.loads(some.stdout)["tables"]
+    assert [TableName(r["source_database"], r["source_table"]) for r in report] == [
         TableName(WEIRD, "tâble x"),
         TableName(WEIRD, "Orders"),
         TableName(OTHER, "c,d"),
         TableName(WEIRD, "t`1"),
+    ]
+    assert all(r["status"] == "ok" for r in report)
+    assert [TableName.parse(r["table"]) for r in report] == [
+        TableName(r["source_database"], r["source_table"]) for r in report
     ]
 
     status = run_binlake("status", config, "--json")
@@ -124,9 +126,7 @@ def test_every_command_takes_awkward_names_as_pairs(
     excluded = run_binlake("snapshot", config, "--tables", "`we.ird db`.`tmp 1`")
     assert excluded.returncode != 0 and "include/exclude" in excluded.stderr
     fill(source, WEIRD, 3)
-    final = run_replicate(config, "--until-caught-up")
-    assert final.returncode == 0, describe(final)
-    after = run_binlake("verify", config)
-    assert after.returncode == 0, describe(after)
+    replicate_in_process(config, spark)
+    assert {TableName.parse(name) for name in assert_verify_passes(config, spark)} == expected
     history = assert_history_is_exactly_once(config, spark)
     assert set(history) == {str(name) for name in expected}
