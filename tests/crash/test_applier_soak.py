@@ -44,10 +44,8 @@ from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
-    describe,
     replicate_command,
     replicate_env,
-    run_replicate,
 )
 from tcp_proxy import TcpProxy
 
@@ -148,6 +146,24 @@ def inject_live_fault(
     elif fault == "source_restart":
         with mixed.pause():
             source.restart()
+
+
+def catch_up(config: Path, log: Path, timeout: float) -> int | None:
+    """`binlake replicate --until-caught-up`, its stderr in ``log``: its exit code, or None
+    when it was still running after ``timeout`` (then killed; ``log`` says where it was)."""
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            [*replicate_command(config), "--until-caught-up"],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=replicate_env(),
+        )
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return None
 
 
 def damage_after_kill(shape: str, state: Path) -> bool:
@@ -285,8 +301,11 @@ def soak(
         mixed._device()
         # What the killed runs left unapplied (most of it on a loaded machine, where Spark's
         # start takes much of a short run): up to the soak's own length to catch up.
-        final = run_replicate(config, "--until-caught-up", timeout=max(900.0, seconds))
-        assert final.returncode == 0, describe(final)
+        final_log = tmp_path / "final.err"
+        final = catch_up(config, final_log, timeout=max(900.0, seconds))
+        assert final == 0, (
+            f"final catch-up rc={final} (seed {seed}):\n{final_log.read_text()[-8000:]}"
+        )
         checked = assert_verify_passes(config, spark)
         history = assert_history_is_exactly_once(config, spark)
     faults = ", ".join(f"{kind} {count}" for kind, count in sorted(injected.items())) or "none"
