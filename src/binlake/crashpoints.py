@@ -59,6 +59,8 @@ POINTS: dict[str, str] = {
     "apply_during_ddl": "applier: between two schema statements of one DDL",
     "apply_before_backfill": "applier: an ALTER's schema changes made, its positioned commit (the "
     "backfill of the values it gave existing rows, or an empty append) not yet",
+    "apply_before_tag_move": "applier: a commit made by Spark SQL or a DataFrame write (its "
+    "binlake-applied tag removed before it), the tag not yet set on it",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
     # snapshot (storage/snapshot_plan.py, snapshot/copier.py)

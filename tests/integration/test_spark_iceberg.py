@@ -129,10 +129,10 @@ def _current_metadata(warehouse: Path, namespace: str, table: str) -> dict[str, 
 def test_merge_commit_carries_the_batch_position(spark: SparkSession) -> None:
     table = create(spark, keyed_schema())
     execute_with_commit_properties(
-        spark, f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')", batch(1)
+        spark, f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')", batch(1), table
     )
     view = changes(spark, [(1, "A", "u"), (2, None, "d"), (3, "c", "i")])
-    execute_with_commit_properties(spark, merge_sql(table, view), batch(2))
+    execute_with_commit_properties(spark, merge_sql(table, view), batch(2), table)
 
     assert rows(spark, table) == [(1, "A"), (3, "c")]
     newest = current_lineage(spark, table)[0]
@@ -144,21 +144,21 @@ def test_merge_commit_carries_the_batch_position(spark: SparkSession) -> None:
 
 def test_commits_work_again_after_the_callback_server_was_closed(spark: SparkSession) -> None:
     table = create(spark, keyed_schema())
-    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1), table)
     close_callbacks(spark)
-    execute_with_commit_properties(spark, f"DELETE FROM {table} WHERE id = 1", batch(2))
+    execute_with_commit_properties(spark, f"DELETE FROM {table} WHERE id = 1", batch(2), table)
     assert rows(spark, table) == []
     assert latest_binlake_summary(spark, table) == batch(2)
 
 
 def test_failed_merge_commits_nothing(spark: SparkSession) -> None:
     table = create(spark, keyed_schema())
-    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1), table)
     before = snapshots(spark, table)
     # Two source rows for one target row: Spark fails the write tasks mid-MERGE.
     view = changes(spark, [(1, "x", "u"), (1, "y", "u"), (2, "n", "i")])
     with pytest.raises(SparkStatementError, match="MERGE_CARDINALITY_VIOLATION") as caught:
-        execute_with_commit_properties(spark, merge_sql(table, view), batch(2))
+        execute_with_commit_properties(spark, merge_sql(table, view), batch(2), table)
     assert caught.value.statement is not None and caught.value.statement.startswith("MERGE INTO")
     assert snapshots(spark, table) == before
     assert rows(spark, table) == [(1, "a")]
@@ -170,7 +170,7 @@ def test_latest_summary_skips_snapshots_binlake_did_not_make(spark: SparkSession
     assert latest_binlake_summary(spark, table) is None  # no snapshot at all
     spark.sql(f"INSERT INTO {table} VALUES (9, 'z')")
     assert latest_binlake_summary(spark, table) is None  # only a foreign one
-    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1), table)
     spark.sql(f"INSERT INTO {table} VALUES (2, 'b')")
     ident = table.replace("`", "").split(".", 1)[1]
     compaction = spark.sql(
@@ -187,9 +187,9 @@ def test_latest_summary_follows_the_current_lineage_not_the_newest_commit(
     spark: SparkSession,
 ) -> None:
     table = create(spark, keyed_schema())
-    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1))
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1), table)
     kept = current_lineage(spark, table)[0].snapshot_id
-    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (2, 'b')", batch(2))
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (2, 'b')", batch(2), table)
     ident = table.replace("`", "").split(".", 1)[1]
     spark.sql(f"CALL lake.system.rollback_to_snapshot('{ident}', {kept})")
     assert max(snapshots(spark, table).values(), key=lambda s: s.committed_at).binlake == batch(2)

@@ -86,6 +86,35 @@ def test_the_lineage_is_the_main_branch_and_an_expired_parent_cuts_it(tmp_path: 
     assert latest is not None and str(latest.position) == "f.000001:200"
 
 
+def tagged(data: dict[str, Any], **tags: int) -> dict[str, Any]:
+    for name, sid in tags.items():
+        data["refs"][name.replace("_", "-")] = {"snapshot-id": sid, "type": "tag"}
+    return data
+
+
+def test_a_lineage_cut_above_every_binlake_snapshot_goes_on_with_the_tagged_ones(
+    tmp_path: Path,
+) -> None:
+    copy = snap(2, 1, "f.000001:200")
+    copy["summary"]["binlake.snapshot"] = "{}"
+    kept = [copy, snap(5, 4, "f.000001:500"), snap(7, 6), snap(8, 7)]  # 7, 8: compactions
+    table = tmp_path / "ns" / "t"
+    write_version(table, 1, tagged(metadata(kept, 8), binlake_applied=5, binlake_copy=2))
+    lake = read_table(tmp_path, ("ns", "t"))
+    assert lake is not None and not lake.lineage_cut
+    assert [s.snapshot_id for s in lake.lineage] == [8, 7, 5, 2]
+    latest = lake.latest_binlake
+    assert latest is not None and str(latest.position) == "f.000001:500"
+    write_version(table, 2, metadata(kept, 8))  # no tag: a commit's tag move was cut short
+    untagged = read_table(tmp_path, ("ns", "t"))
+    assert untagged is not None and untagged.lineage_cut and untagged.latest_binlake is None
+    after = [*kept, snap(9, 8, "f.000001:900")]  # binlake committed again: the tag is on it
+    write_version(table, 3, tagged(metadata(after, 9), binlake_applied=9))
+    again = read_table(tmp_path, ("ns", "t"))
+    assert again is not None and not again.lineage_cut
+    assert [s.snapshot_id for s in again.lineage] == [9, 8, 7]
+
+
 def test_tables_are_found_at_any_namespace_depth_and_empty_ones_have_no_position(
     tmp_path: Path,
 ) -> None:

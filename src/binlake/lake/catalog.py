@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from binlake.errors import BinlakeError
-from binlake.lake.commit import current_lineage
+from binlake.lake.commit import current_lineage, lineage_cut
 from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
 from binlake.lake.spark_errors import spark_errors
 from binlake.lake.sql import quote
@@ -26,7 +26,7 @@ def spark_table_lineage(
     """The table's current lineage, newest first."""
     name = ".".join(quote(p) for p in (target.catalog, *identifier))
     lineage = current_lineage(spark, name)
-    cut = bool(lineage) and lineage[-1].parent_id is not None
+    cut = lineage_cut(lineage)
     converted = tuple(
         LakeSnapshot(
             snapshot_id=s.snapshot_id,

@@ -25,7 +25,7 @@ import socket
 import threading
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,8 @@ from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
 
 from binlake.errors import SparkSetupError, SparkStatementError
+from binlake.lake.applied_tag import tag_follows
+from binlake.lake.iceberg_meta import tagged_tail
 from binlake.lake.spark_errors import spark_errors
 
 PREFIX = "binlake."
@@ -147,12 +149,27 @@ class _Statement:
 
 
 def execute_with_commit_properties(
-    spark: SparkSession, statement: str, properties: Mapping[str, str], table: str | None = None
+    spark: SparkSession,
+    statement: str,
+    properties: Mapping[str, str],
+    table: str | None = None,
+    *,
+    lake_table: str | None = None,
 ) -> None:
-    """Run ``statement`` so that the snapshot it commits carries ``properties`` in its summary.
+    """Run ``statement`` so that the snapshot it commits to ``lake_table`` (default:
+    ``table``) carries ``properties`` in its summary (``table``: for messages); the table's
+    ``binlake-applied`` tag follows it (``applied_tag.tag_follows``).
 
     Raises ``SparkStatementError`` (or ``SparkSetupError``) when the statement fails."""
     props = checked_properties(properties)
+    name = lake_table or table
+    if name is None:
+        raise ValueError("a commit with properties needs the table it commits to")
+    with tag_follows(spark, name, table):
+        _execute(spark, statement, props, table)
+
+
+def _execute(spark: SparkSession, statement: str, props: dict[str, str], table: str | None) -> None:
     ensure_callbacks(spark)
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -174,12 +191,19 @@ def execute_with_commit_properties(
 def append_with_commit_properties(
     frame: DataFrame, table: str, properties: Mapping[str, str]
 ) -> None:
-    """Append ``frame`` to ``table`` in one snapshot whose summary carries ``properties``."""
+    """Append ``frame`` to ``table`` in one snapshot whose summary carries ``properties``; the
+    table's ``binlake-applied`` tag follows it (``applied_tag.tag_follows``)."""
     writer = frame.writeTo(table)
     for key, value in checked_properties(properties).items():
         writer = writer.option(f"snapshot-property.{key}", value)
-    with spark_errors(f"append to {table}", table):
+    with tag_follows(spark_of(frame), table, table), spark_errors(f"append to {table}", table):
         writer.append()
+
+
+def spark_of(frame: DataFrame) -> SparkSession:
+    session = frame.sparkSession
+    assert isinstance(session, SparkSession)
+    return session
 
 
 # ---- reading positions back --------------------------------------------------------------------
@@ -194,6 +218,8 @@ class Snapshot:
     committed_at: datetime
     operation: str | None
     summary: dict[str, str]
+    #: In a lineage: kept by one of binlake's tags past a cut (``iceberg_meta.tagged_tail``).
+    tagged: bool = False
 
     @property
     def binlake(self) -> dict[str, str]:
@@ -221,24 +247,39 @@ def _snapshot(row: dict[str, Any]) -> Snapshot:
     )
 
 
-def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
-    """The snapshot the table's main branch points at; None for a table without data commits."""
-    query = f"SELECT snapshot_id FROM {table}.refs WHERE name = 'main'"
+def refs(spark: SparkSession, table: str) -> dict[str, tuple[str, int]]:
+    """The table's branches and tags: name -> (type, snapshot id)."""
+    query = f"SELECT name, type, snapshot_id FROM {table}.refs"
     with spark_errors(query, table):
         rows = spark.sql(query).collect()
-    return None if not rows else int(rows[0]["snapshot_id"])
+    return {str(r["name"]): (str(r["type"]).lower(), int(r["snapshot_id"])) for r in rows}
+
+
+def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
+    """The snapshot the table's main branch points at; None for a table without data commits."""
+    main = refs(spark, table).get("main")
+    return None if main is None else main[1]
 
 
 def current_lineage(spark: SparkSession, table: str) -> list[Snapshot]:
     """The current snapshot and its ancestors, newest first (snapshots rolled back or on other
-    branches are not in it). Stops where expired snapshots cut the chain."""
+    branches are not in it). Where expired snapshots cut the chain, it goes on with the
+    snapshots binlake's tags keep (``iceberg_meta.tagged_tail``)."""
     by_id = snapshots(spark, table)
+    table_refs = refs(spark, table)
     out: list[Snapshot] = []
-    snapshot_id = current_snapshot_id(spark, table)
+    main = table_refs.get("main")
+    snapshot_id = None if main is None else main[1]
     while snapshot_id is not None and snapshot_id in by_id:
         snapshot = by_id[snapshot_id]
         out.append(snapshot)
         snapshot_id = snapshot.parent_id
+    if snapshot_id is not None:
+        tags = {name: ref[1] for name, ref in table_refs.items() if ref[0] == "tag"}
+        tail = tagged_tail([s.snapshot_id for s in out], tags)
+        if tail is not None and out:
+            out[-1] = replace(out[-1], tagged=True)  # the tags keep what the cut took
+            out += [replace(by_id[i], tagged=True) for i in tail if i in by_id]
     return out
 
 
@@ -253,8 +294,9 @@ def latest_binlake_summary(spark: SparkSession, table: str) -> dict[str, str] | 
 
 
 def lineage_cut(lineage: list[Snapshot]) -> bool:
-    """True when snapshot expiry removed the parent of the lineage's oldest snapshot."""
-    return bool(lineage) and lineage[-1].parent_id is not None
+    """True when snapshot expiry removed the parent of the lineage's oldest snapshot, and no
+    tag of binlake's kept what it needs (``current_lineage``)."""
+    return bool(lineage) and lineage[-1].parent_id is not None and not lineage[-1].tagged
 
 
 def newest_binlake_summary(lineage: list[Snapshot], table: str) -> dict[str, str] | None:
@@ -266,8 +308,8 @@ def newest_binlake_summary(lineage: list[Snapshot], table: str) -> dict[str, str
         raise SparkStatementError(
             f"{table}: no binlake snapshot among the {len(lineage)} newest, and older snapshots "
             "were expired; the applied position is unknown",
-            hint="keep at least the newest binlake snapshot when expiring snapshots; "
-            "re-snapshot the table to recover",
+            hint="the binlake-applied tag keeps the position through any expiry; it was absent "
+            "(a commit's tag move cut short, or an older binlake): re-snapshot the table",
             table=table,
         )
     return None

@@ -9,7 +9,9 @@ through Iceberg's Java API on the driver (Py4J; no Spark job), with binlake's pr
   Each file becomes a ``DataFile`` with the metrics Iceberg's own writer records (value, null
   and NaN counts, lower and upper bounds per column, read from the file's footer by
   ``ParquetUtil.fileMetrics`` under the table's ``MetricsConfig``), so scans prune on them.
-  ``newFastAppend`` adds one manifest per commit and rewrites none.
+  ``newFastAppend`` adds one manifest per commit and rewrites none. The append and the
+  ``binlake-applied`` / ``binlake-copy`` tags' move (``applied_tag.move_tags``) are one
+  ``Transaction``: one metadata swap.
 * ``FileAppender.unreferenced`` / ``delete``: files under the data folder whose names start with
   a prefix that no snapshot of the table's current state references (orphans an uncommitted
   attempt left), listed through Hadoop's ``FileSystem`` and deleted through the table's
@@ -26,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from binlake.lake.applied_tag import move_tags
 from binlake.lake.commit import checked_properties
 from binlake.lake.delta_files import FIELD_ID, arrow_type_of, parquet_options
 from binlake.lake.spark_errors import spark_errors
@@ -98,7 +101,8 @@ class FileAppender:
             java = self._load(name)
             io, spec = java.io(), java.spec()
             metrics_config = self._metrics_config.forTable(java)
-            append = java.newFastAppend()
+            transaction = java.newTransaction()
+            append = transaction.newFastAppend()
             for path in paths:
                 source = io.newInputFile(path)
                 metrics = self._parquet_util.fileMetrics(source, metrics_config)
@@ -113,7 +117,11 @@ class FileAppender:
             for key, value in props.items():
                 append = append.set(key, value)
             append.commit()
-            return int(java.currentSnapshot().snapshotId())
+            seen = transaction.table()
+            snapshot_id = int(seen.currentSnapshot().snapshotId())
+            move_tags(transaction, seen, snapshot_id, props)
+            transaction.commitTransaction()
+            return snapshot_id
 
     def unreferenced(self, files: TableFiles, prefix: str, table: str) -> list[str]:
         """Files in the data folder whose names start with ``prefix`` that the table's current

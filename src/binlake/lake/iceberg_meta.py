@@ -14,7 +14,8 @@ position is in the newest binlake snapshot's summary), and a Spark session costs
   so it may lag by one): exactly what Iceberg's own ``HadoopTableOperations`` does.
 
 The snapshot lineage is the main branch's snapshot (``refs.main``, else ``current-snapshot-id``)
-and its parents, as in ``binlake.lake.commit.current_lineage``. Other catalogs (REST, Hive,
+and its parents, as in ``binlake.lake.commit.current_lineage``; where snapshot expiry cut it,
+it goes on with the snapshots binlake's tags keep (``tagged_tail``). Other catalogs (REST, Hive,
 Glue...) go through Spark (``binlake.lake.catalog``).
 """
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ from binlake.position import SourcePosition, at_or_before, parse_position
 METADATA_DIR = "metadata"
 VERSION_HINT = "version-hint.text"
 POSITION_KEY = "binlake.position"
+#: The tags binlake keeps on its newest snapshot and its newest copy's last chunk
+#: (``binlake.lake.applied_tag``).
+APPLIED_TAG = "binlake-applied"
+COPY_TAG = "binlake-copy"
 #: How many times the applier's retry (``binlake.apply.retry``) tried a commit's work again
 #: before it went through (absent: the first try).
 RETRIES = "binlake.retries"
@@ -241,7 +246,8 @@ def _version_file(meta_dir: Path, version: int) -> Path | None:
 
 
 def lineage_of(metadata: Mapping[str, Any]) -> tuple[tuple[LakeSnapshot, ...], bool]:
-    """(the main branch's snapshot and its ancestors newest first, whether expiry cut it)."""
+    """(the main branch's snapshot and its ancestors newest first, then ``tagged_tail``;
+    whether expiry cut it above what binlake needs)."""
     by_id = {s.snapshot_id: s for s in (_snapshot(raw) for raw in metadata.get("snapshots", []))}
     current = _main_snapshot_id(metadata)
     out: list[LakeSnapshot] = []
@@ -249,7 +255,31 @@ def lineage_of(metadata: Mapping[str, Any]) -> tuple[tuple[LakeSnapshot, ...], b
         snapshot = by_id[current]
         out.append(snapshot)
         current = snapshot.parent_id
-    return tuple(out), current is not None
+    if current is None:
+        return tuple(out), False
+    tags = {
+        name: int(ref["snapshot-id"])
+        for name, ref in metadata.get("refs", {}).items()
+        if isinstance(ref, dict) and ref.get("type") == "tag" and "snapshot-id" in ref
+    }
+    tail = tagged_tail([s.snapshot_id for s in out], tags)
+    out += [by_id[i] for i in tail or () if i in by_id]
+    return tuple(out), tail is None
+
+
+def tagged_tail(lineage: Sequence[int], tags: Mapping[str, int]) -> list[int] | None:
+    """What a lineage cut by snapshot expiry (snapshot ids, newest first) continues with: the
+    snapshots ``binlake-applied`` then ``binlake-copy`` reference, those not in it already
+    (``binlake.lake.applied_tag``: the applied tag always references the newest binlake
+    snapshot ever committed to main, so the commits above it inherit its position; no copy tag
+    beside it: no copy since). None without the applied tag (a commit's tag move was cut
+    short, or the table was written before binlake tagged): the cut stays a cut."""
+    if APPLIED_TAG not in tags:
+        return None
+    tail = [tags[APPLIED_TAG]]
+    if COPY_TAG in tags and tags[COPY_TAG] != tags[APPLIED_TAG]:
+        tail.append(tags[COPY_TAG])
+    return [i for i in tail if i not in lineage]
 
 
 def _main_snapshot_id(metadata: Mapping[str, Any]) -> int | None:

@@ -78,7 +78,9 @@ class KeyedWriter:
             try:
                 statement = merge_statement(name, view, schema, changes.has_absent)
                 merged = {**properties, **write.properties()}
-                execute_with_commit_properties(self.spark, statement, merged, table)
+                execute_with_commit_properties(
+                    self.spark, statement, merged, table, lake_table=name
+                )
             finally:
                 self.spark.catalog.dropTempView(view)
             return write

@@ -25,9 +25,12 @@ How, through the Py4J gateway (``jvm``), on the driver:
    warehouse Iceberg can write (local, HDFS, S3...) takes it; ``ParquetUtil.fileMetrics`` reads
    the column metrics from the staging copy's footer (``MetricsConfig.forTable``);
 3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)``;
-4. ``table.newRowDelta().addRows(..).addDeletes(..).set(k, v)...validateFromSnapshot(base)
-   .commit()``. Iceberg retries the commit itself when another writer committed first (the files
-   do not depend on the base).
+4. in one ``table.newTransaction()``: ``newRowDelta().addRows(..).addDeletes(..).set(k, v)...
+   validateFromSnapshot(base).commit()``, then the ``binlake-applied`` tag moved to the new
+   snapshot (``applied_tag.move_tags``), then ``commitTransaction()``: data, position and tag
+   in one metadata swap. When another writer committed first the transaction fails with
+   ``CommitFailedException`` (the tag update was planned on the older metadata) and the
+   applier's retry (``binlake.apply.retry``) does the batch again.
 
 The API (the lake's file-commit machinery: other writers of data files that must land with a
 position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash
@@ -67,6 +70,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from binlake.lake.applied_tag import move_tags
 from binlake.lake.commit import checked_properties
 from binlake.lake.delta_files import (
     DeltaLayout,
@@ -335,7 +339,8 @@ class RowDeltaWriter:
         props = checked_properties(properties)
         target = staged.table
         with spark_errors(f"row-delta commit to {target.name}", table):
-            delta = target.java.newRowDelta()
+            transaction = target.java.newTransaction()
+            delta = transaction.newRowDelta()
             if staged.data_file is not None:
                 delta = delta.addRows(staged.data_file)
             if staged.delete_file is not None:
@@ -345,4 +350,8 @@ class RowDeltaWriter:
             if target.base_snapshot is not None:
                 delta = delta.validateFromSnapshot(target.base_snapshot)
             delta.commit()
-            return int(target.java.currentSnapshot().snapshotId())
+            seen = transaction.table()
+            snapshot_id = int(seen.currentSnapshot().snapshotId())
+            move_tags(transaction, seen, snapshot_id, props)
+            transaction.commitTransaction()
+            return snapshot_id

@@ -196,7 +196,11 @@ def run_table_action(
         table = lake_table(action.table)
         if table_exists(spark, table):
             execute_with_commit_properties(
-                spark, f"DELETE FROM {table}", commit_properties, str(action.table)
+                spark,
+                f"DELETE FROM {table}",
+                commit_properties,
+                str(action.table),
+                lake_table=table,
             )
     elif isinstance(action, DropLakeTable):
         drop_table(spark, lake_table(action.table), action.table)
@@ -267,7 +271,7 @@ def _move(
     for statement in create_table_statements(new, schema):
         _sql(spark, statement, new)
     copy = f"INSERT OVERWRITE {new} SELECT * FROM {old}"
-    execute_with_commit_properties(spark, copy, properties, new)
+    execute_with_commit_properties(spark, copy, properties, new, lake_table=new)
     _sql(spark, f"DROP TABLE {old}", old)
 
 

@@ -416,7 +416,9 @@ class Lake:
         """The ALTER's positioned commit: the backfill UPDATE, or an empty append."""
         if values:
             statement = backfill_statement(table.name, values)
-            execute_with_commit_properties(self.spark, statement, properties, str(table.source))
+            execute_with_commit_properties(
+                self.spark, statement, properties, str(table.source), lake_table=table.name
+            )
         else:
             self._empty_append(table, properties)
         self._positioned(table, position)
@@ -531,8 +533,8 @@ def _newest_binlake(lineage: LakeLineage) -> dict[str, str] | None:
         raise SparkStatementError(
             f"{name}: no binlake snapshot among the {len(lineage.lineage)} newest, and older "
             "snapshots were expired; the applied position is unknown",
-            hint="keep at least the newest binlake snapshot when expiring snapshots; "
-            "re-snapshot the table to recover",
+            hint="the binlake-applied tag keeps the position through any expiry; it was absent "
+            "(a commit's tag move cut short, or an older binlake): re-snapshot the table",
             table=name,
         )
     return None
