@@ -59,10 +59,11 @@ POINTS: dict[str, str] = {
     "apply_during_ddl": "applier: between two schema statements of one DDL",
     "apply_before_backfill": "applier: an ALTER's schema changes made, its positioned commit (the "
     "backfill of the values it gave existing rows, or an empty append) not yet",
-    "apply_before_tag_move": "applier: a commit made by Spark SQL or a DataFrame write (its "
-    "binlake-applied tag removed before it), the tag not yet set on it",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
+    # the applied-position tag (lake/applied_tag.py)
+    "lake_before_tag_move": "applier: a commit made by Spark SQL or a DataFrame write (its "
+    "binlake-applied tag removed before it), the tag not yet set on it",
     # snapshot (storage/snapshot_plan.py, snapshot/copier.py)
     "snapshot_after_plan": "snapshot: tables to copy recorded in snapshot.plan, none copied yet",
     "snapshot_before_chunk": "snapshot: chunk files written by the tasks, not yet committed",
@@ -76,6 +77,15 @@ POINTS: dict[str, str] = {
     "yet committed",
     "snapshot_before_done": "snapshot: a table's last chunk committed, not yet removed from "
     "snapshot.plan",
+    # maintenance (maintain/runner.py)
+    "maintain_after_compact": "maintain: a table's compaction committed (rewrite_data_files), "
+    "its next step not yet run",
+    "maintain_after_manifests": "maintain: a table's manifests rewritten, its next step not yet "
+    "run",
+    "maintain_after_expire": "maintain: a table's snapshots expired (and their files deleted), "
+    "its orphan removal not yet run",
+    "maintain_after_orphans": "maintain: a table's orphan files removed, the next table not yet "
+    "maintained",
 }
 
 _armed: tuple[str, int] | None = None

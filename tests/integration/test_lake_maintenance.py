@@ -9,33 +9,31 @@ One MariaDB for the module, the session's Spark, replicate in this process.
 
 from __future__ import annotations
 
+import io
+import os
+import time
 import uuid
 from pathlib import Path
 
+from binlake.cli.maintain_cmd import render_report
+from binlake.config import load_config
+from binlake.console import Console
 from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
+from binlake.lake.table_maintenance import table_health
+from binlake.maintain.plan import Step
+from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
+from maintain_testing import MAINTAIN_EVERYTHING, replicated_workload, write_changes
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
-    config_for,
     lake_warehouse,
     module_source,
     replicate_in_process,
 )
 
 source = module_source("lake-maintenance-source")
-
-
-def write_changes(source: MariaDBSandbox, database: str, start: int) -> None:
-    """Inserts, updates and deletes in both tables (the keyless one takes appends)."""
-    rows = ", ".join(f"({i}, {i % 5})" for i in range(start, start + 30))
-    source.execute(f"INSERT INTO {database}.keyed VALUES {rows}")
-    source.execute(f"INSERT INTO {database}.keyless VALUES {rows}")
-    source.execute(f"UPDATE {database}.keyed SET v = v + 10 WHERE id % 3 = 0")
-    source.execute(f"DELETE FROM {database}.keyed WHERE id % 7 = 0")
-    source.execute(f"UPDATE {database}.keyless SET v = v + 10 WHERE id % 4 = 0")
-    source.execute(f"DELETE FROM {database}.keyless WHERE id % 9 = 0")
 
 
 def compact_and_expire_all(spark: object, database: str, table: str) -> None:
@@ -57,13 +55,7 @@ def test_replication_goes_on_exactly_once_after_a_user_compacts_and_expires_ever
     source: MariaDBSandbox, spark: object, tmp_path: Path
 ) -> None:
     database = f"lm_{uuid.uuid4().hex[:8]}"
-    source.execute(f"CREATE DATABASE {database}")
-    source.execute(f"CREATE TABLE {database}.keyed (id INT PRIMARY KEY, v INT)")
-    source.execute(f"CREATE TABLE {database}.keyless (id INT, v INT)")
-    write_changes(source, database, 0)
-    # Two transactions a batch: each table gets several binlake commits to expire.
-    config = config_for(tmp_path, source, spark, database, applier="max_transactions = 2\n")
-    replicate_in_process(config, spark)
+    config = replicated_workload(source, spark, tmp_path, database)
     for table in ("keyed", "keyless"):
         name = f"lake.{database}.{table}"
         newest = current_lineage(spark, name)[0]  # type: ignore[arg-type]
@@ -86,3 +78,47 @@ def test_replication_goes_on_exactly_once_after_a_user_compacts_and_expires_ever
     ]
     history = assert_history_is_exactly_once(config, spark)
     assert all(count >= 2 for count in history.values()), history
+
+
+def plant_orphan(warehouse: Path, database: str, table: str, age_s: float) -> Path:
+    """A copy of one of the table's data files under a name no snapshot references."""
+    data = warehouse / database / table / "data"
+    original = next(data.rglob("*.parquet"))
+    orphan = original.with_name(f"orphan-{uuid.uuid4().hex}.parquet")
+    orphan.write_bytes(original.read_bytes())
+    old = time.time() - age_s
+    os.utime(orphan, (old, old))
+    return orphan
+
+
+def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_exactly_once(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    warehouse = lake_warehouse(spark)
+    old = plant_orphan(warehouse, database, "keyed", age_s=2 * 86_400)
+    young = plant_orphan(warehouse, database, "keyed", age_s=0)
+    maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))  # type: ignore[arg-type]
+    tables = maintainer.tables()
+    assert [str(t) for t in tables] == [f"{database}.keyed", f"{database}.keyless"]
+    keyed = tables[0]
+    planned = maintainer.maintain(keyed, dry_run=True)
+    assert [p.step for p in planned.planned] == list(Step)
+    assert planned.health.delete_files > 0, "row deltas wrote equality deletes"
+    assert "would compact: " in render_report(planned, dry_run=True)
+    assert old.exists(), "a dry run changes nothing"
+    done = maintainer.maintain(keyed)
+    assert [r.planned.step for r in done.runs] == list(Step)
+    assert done.runs[0].counts["rewritten_data_files_count"] == planned.health.data_files
+    after = table_health(spark, f"lake.{database}.keyed", 1 << 20)  # type: ignore[arg-type]
+    # One data file; the equality delete file it was rewritten past stays until the next
+    # compaction (docs/architecture.md, "Maintenance"), applying to nothing.
+    assert after.data_files == 1 and after.delete_files <= planned.health.delete_files, after
+    assert after.snapshots == 2, "the newest (manifest rewrite), and the tagged one"
+    assert not old.exists() and young.exists(), "only orphans older than the bound go"
+    maintainer.maintain(tables[1])
+    write_changes(source, database, 100)
+    replicate_in_process(config, spark)
+    assert len(assert_verify_passes(config, spark)) == 2
+    assert_history_is_exactly_once(config, spark)

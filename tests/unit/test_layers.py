@@ -29,8 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ddl", "relay"),
     ("source",),
     ("lake",),
-    ("console", "verify"),
-    ("snapshot",),
+    ("console", "verify", "retry"),
+    ("snapshot", "maintain"),
     ("apply",),
     ("cli",),
 )

@@ -1,4 +1,4 @@
-"""The applier's one retry policy (``binlake.apply.retry``). A failing catalog: back off and
+"""The applier's one retry policy (``binlake.retry``). A failing catalog: back off and
 probe until it answers, give up after ``catalog_give_up_s`` with the last error, stop at once
 when asked, never wait out an error that waiting cannot cure. Another writer's commit (issue
 11): which Spark failures are one, and the work done again after a reload, up to
@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from binlake.apply.retry import Retry, retryable
 from binlake.console import Console
 from binlake.errors import (
     CatalogAuthError,
@@ -25,6 +24,7 @@ from binlake.errors import (
 )
 from binlake.lake.iceberg_meta import RETRIES, with_retries
 from binlake.lake.spark_errors import classify_spark_failure, commit_conflict
+from binlake.retry import Retry, retryable
 from binlake.source.policy import Backoff
 
 PY4J = "An error occurred while calling o77.sql.\n: "

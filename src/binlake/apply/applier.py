@@ -46,7 +46,6 @@ from typing import TypeVar
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
-from binlake.apply.retry import Retry
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import MB, Console, reconnect_notice
@@ -69,6 +68,7 @@ from binlake.position import RelayPosition, SourcePosition, at_or_before, before
 from binlake.relay import INDEX_NAME
 from binlake.relay.handoff import RelayProgress, RelayState
 from binlake.relay.reader import RelayGroup, RelayReader
+from binlake.retry import Retry
 from binlake.snapshot.copier import TableCopy
 from binlake.snapshot.runner import SnapshotRunner
 from binlake.source.hints import source_hints
@@ -385,7 +385,7 @@ class Applier:
 
     def _apply_retrying(self, session: _Session, batch: Batch, number: int) -> BatchResult | None:
         """``batch`` applied, riding out a failing catalog or another writer's commit
-        (``binlake.apply.retry``): after each failure every table's position is read from the
+        (``binlake.retry``): after each failure every table's position is read from the
         catalog again, so a commit that landed before its answer was lost is not applied
         twice. None: a stop was requested while waiting (the batch is abandoned, read again at
         the next start)."""

@@ -11,7 +11,8 @@ Strictness: an unknown key, an unknown section, a wrong type or an out-of-range 
 environment variable that looks like an override (``BINLAKE_SOURCE_...``) but names no key is an
 error too. ``[target]``, ``[tables]``, ``[spark]``, ``[applier]``, ``[snapshot]`` and
 ``[catalog]`` (``binlake.config.catalog``: Iceberg's JDBC catalog) configure ``binlake
-replicate`` (the applier); lists and tables given through the environment are TOML values
+replicate`` (the applier), ``[maintenance]`` (``binlake.config.maintenance``) ``binlake
+maintain``; lists and tables given through the environment are TOML values
 (``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
 
 Passwords (``[source]``'s, ``[catalog]``'s) are never in the file: ``password_env`` names an
@@ -52,6 +53,7 @@ from binlake.config.catalog import (
     catalog_config,
     catalog_password_env,
 )
+from binlake.config.maintenance import MAINTENANCE_KEYS, MaintenanceConfig
 from binlake.config.secrets import Secret, read_password
 from binlake.config.values import (
     ENV_PREFIX,
@@ -75,6 +77,7 @@ __all__ = [
     "CatalogType",
     "Config",
     "Key",
+    "MaintenanceConfig",
     "OnDrop",
     "ReceiverConfig",
     "ReplicationMode",
@@ -197,6 +200,7 @@ class Config:
     applier: ApplierConfig = field(default_factory=ApplierConfig)
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
 
 # ---- key specs ------------------------------------------------------------------------------
@@ -329,6 +333,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "applier": APPLIER_KEYS,
     "snapshot": SNAPSHOT_KEYS,
     "catalog": CATALOG_KEYS,
+    "maintenance": MAINTENANCE_KEYS,
 }
 
 
@@ -385,6 +390,7 @@ def config_from_mapping(
         applier=ApplierConfig(**values["applier"]),
         snapshot=SnapshotConfig(**values["snapshot"]),
         catalog=catalog,
+        maintenance=MaintenanceConfig(**values["maintenance"]),
     )
 
 

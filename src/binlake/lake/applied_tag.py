@@ -90,7 +90,7 @@ def tag_follows(spark: SparkSession, name: str, table: str | None = None) -> Ite
         if java.refs().containsKey(APPLIED_TAG):
             java.manageSnapshots().removeTag(APPLIED_TAG).commit()
     yield
-    crash_point("apply_before_tag_move")
+    crash_point("lake_before_tag_move")
     with spark_errors(f"move the {APPLIED_TAG} tag of {name}", table):
         java.refresh()
         newest = newest_binlake_snapshot(java)

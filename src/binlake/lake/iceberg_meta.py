@@ -41,7 +41,7 @@ POSITION_KEY = "binlake.position"
 #: (``binlake.lake.applied_tag``).
 APPLIED_TAG = "binlake-applied"
 COPY_TAG = "binlake-copy"
-#: How many times the applier's retry (``binlake.apply.retry``) tried a commit's work again
+#: How many times the applier's retry (``binlake.retry``) tried a commit's work again
 #: before it went through (absent: the first try).
 RETRIES = "binlake.retries"
 _VERSION_FILE = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json$")

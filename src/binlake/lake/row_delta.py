@@ -30,7 +30,7 @@ How, through the Py4J gateway (``jvm``), on the driver:
    snapshot (``applied_tag.move_tags``), then ``commitTransaction()``: data, position and tag
    in one metadata swap. When another writer committed first the transaction fails with
    ``CommitFailedException`` (the tag update was planned on the older metadata) and the
-   applier's retry (``binlake.apply.retry``) does the batch again.
+   applier's retry (``binlake.retry``) does the batch again.
 
 The API (the lake's file-commit machinery: other writers of data files that must land with a
 position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash

@@ -6,7 +6,7 @@
 ``CatalogError`` (the catalog's database is down, refuses the login, ...: see
 ``binlake.lake.catalog_errors``), a ``SparkMasterError`` (the cluster went away), or
 ``CommitConflictError`` when another writer committed to the table first (``commit_conflict``;
-the applier's retry, ``binlake.apply.retry``, is for those and for a failing catalog), naming the
+the applier's retry, ``binlake.retry``, is for those and for a failing catalog), naming the
 statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
 """
 

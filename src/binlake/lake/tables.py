@@ -169,7 +169,7 @@ class Lake:
         self.target = target
         self.key_columns = key_columns
         self.source_hints = hints
-        #: Times the applier's retry (``binlake.apply.retry``) tried the current work again:
+        #: Times the applier's retry (``binlake.retry``) tried the current work again:
         #: every commit to a table carries it (``committing``, ``binlake.retries``).
         self.retries = 0
         #: Called with the source table once its pending DDL is in its Iceberg schema.
@@ -246,7 +246,7 @@ class Lake:
         """``attempt(retries)``: every commit to ``source``'s table goes through here, told how
         many times its work was tried again (a retried attempt checks first whether the table
         already holds it). A conflict with another writer propagates: the applier's retry
-        (``binlake.apply.retry``) reloads every table and does the work again."""
+        (``binlake.retry``) reloads every table and does the work again."""
         return attempt(self.retries)
 
     def drop(self, source: TableName) -> None:

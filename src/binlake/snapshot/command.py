@@ -11,7 +11,7 @@ Either way the plan makes it crash-safe: a table stays planned until its last ch
 committed, and any later start finishes it. That is also why this command does not retry a
 chunk commit another writer beat (``CommitConflictError``) or a failing catalog: it exits with
 the error, and running it again (or the next ``binlake replicate``, whose retry,
-``binlake.apply.retry``, covers its copies) resumes from the plan.
+``binlake.retry``, covers its copies) resumes from the plan.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def waits_out(error: BinlakeError, *, lake: bool) -> bool:
     """Whether a copy resumes after ``error``, after a backoff wait: the source went away; and,
     inside ``binlake replicate`` (``lake``), the catalog failed (a commit whose answer was lost:
     the resumed copy reads from its table what went through) or another writer committed to the
-    table first, as ``binlake.apply.retry`` does for batches. A one-off ``binlake snapshot``
+    table first, as ``binlake.retry`` does for batches. A one-off ``binlake snapshot``
     exits with those (its plan makes the next run resume)."""
     if isinstance(error, RETRYABLE):
         return True

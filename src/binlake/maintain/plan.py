@@ -1,0 +1,83 @@
+"""Which maintenance steps a table needs, from its health and ``[maintenance]``. Pure.
+
+The steps, in the order they run (each is one Iceberg commit, or file deletions only):
+
+1. ``compact``: delete files per data file at or over ``delete_files_per_data_file`` (and at
+   least one delete file), or ``small_files`` data files under ``small_file_bytes``;
+2. ``manifests``: the current snapshot has ``manifests`` manifests or more;
+3. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
+   ``keep_snapshots`` (the applied position's snapshot is kept by its tag, whatever the bound);
+4. ``orphans``: every run (a listing of the table's folder), files older than
+   ``orphan_min_age_s`` that no snapshot references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from binlake.config.maintenance import MaintenanceConfig
+from binlake.lake.table_maintenance import TableHealth
+
+
+class Step(StrEnum):
+    COMPACT = "compact"
+    MANIFESTS = "manifests"
+    EXPIRE = "expire"
+    ORPHANS = "orphans"
+
+
+@dataclass(frozen=True)
+class Planned:
+    step: Step
+    #: Why it runs: the numbers that tripped its threshold.
+    reason: str
+
+
+def plan_compaction(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
+    deletes, data = health.delete_files, health.data_files
+    if deletes and deletes >= config.delete_files_per_data_file * max(data, 1):
+        return Planned(
+            Step.COMPACT,
+            f"{deletes} delete files for {data} data files "
+            f"(threshold {config.delete_files_per_data_file:g} per data file)",
+        )
+    if health.small_files >= config.small_files:
+        return Planned(
+            Step.COMPACT,
+            f"{health.small_files} of {data} data files under {config.small_file_bytes:,} bytes "
+            f"(threshold {config.small_files})",
+        )
+    return None
+
+
+def plan_manifests(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
+    if health.manifests >= config.manifests:
+        return Planned(
+            Step.MANIFESTS, f"{health.manifests} manifests (threshold {config.manifests})"
+        )
+    return None
+
+
+def plan_expiry(health: TableHealth, config: MaintenanceConfig, now: datetime) -> Planned | None:
+    oldest = health.oldest_snapshot
+    if oldest is None or health.snapshots <= config.keep_snapshots:
+        return None
+    age = now - oldest
+    if age < timedelta(seconds=config.snapshot_max_age_s):
+        return None
+    return Planned(
+        Step.EXPIRE,
+        f"{health.snapshots} snapshots, the oldest {age.total_seconds():,.0f} s old "
+        f"(keeps {config.keep_snapshots}, expires after {config.snapshot_max_age_s:g} s)",
+    )
+
+
+def plan_table(health: TableHealth, config: MaintenanceConfig, now: datetime) -> list[Planned]:
+    """The steps ``health`` calls for, in running order (orphans always last)."""
+    steps = [plan_compaction(health, config), plan_manifests(health, config)]
+    steps.append(plan_expiry(health, config, now))
+    planned = [s for s in steps if s is not None]
+    orphans = f"files unreferenced for {config.orphan_min_age_s:g} s or more"
+    return [*planned, Planned(Step.ORPHANS, orphans)]

@@ -1,0 +1,148 @@
+"""``binlake maintain``: read each selected table's health, plan its steps
+(``binlake.maintain.plan``), run them (or, ``dry_run``, only report them).
+
+Safe beside a running ``binlake replicate``:
+
+* no step changes a row, and each is one Iceberg commit (orphan removal: file deletions only),
+  so the applied position never moves and nothing is applied twice; a compaction keeps the
+  sequence number it started from, so a row delta committed meanwhile still deletes the rows it
+  replaced in the rewritten files;
+* the applied position's snapshot is kept by binlake's tags through any expiry
+  (``binlake.lake.applied_tag``);
+* files a running replicate stored and has not committed yet are younger than
+  ``orphan_min_age_s`` (at least a day): orphan removal never takes them;
+* a commit another writer beat (``CommitConflictError``) or a failing catalog is retried by
+  the applier's own policy (``binlake.retry``: ``[applier] commit_retries``, the ``[receiver]
+  reconnect_*`` backoff); each try plans again from the table's current metadata.
+
+Every step made durable passes its crash point (``maintain_after_<step>``) once it is done.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from binlake.binlog.names import TableName
+from binlake.config import Config
+from binlake.console import Console
+from binlake.crashpoints import crash_point
+from binlake.lake.catalog import spark_lake_tables
+from binlake.lake.iceberg_meta import lake_tables
+from binlake.lake.session import SparkSession
+from binlake.lake.spark_errors import spark_errors
+from binlake.lake.table_maintenance import (
+    TableHealth,
+    compact,
+    expire_snapshots,
+    remove_orphan_files,
+    rewrite_manifests,
+    table_health,
+)
+from binlake.lake.target import LakeTarget, lake_target
+from binlake.lake.target_check import probe_catalog
+from binlake.maintain.plan import Planned, Step, plan_table
+from binlake.retry import Retry
+from binlake.source.policy import Backoff
+
+
+@dataclass
+class StepRun:
+    planned: Planned
+    #: Iceberg's counts (files rewritten, snapshots expired...); empty in a dry run.
+    counts: dict[str, int]
+    seconds: float
+
+
+@dataclass
+class TableReport:
+    table: TableName
+    lake_table: str
+    health: TableHealth
+    planned: list[Planned]
+    runs: list[StepRun] = field(default_factory=list)
+
+
+class Maintainer:
+    def __init__(
+        self,
+        config: Config,
+        spark: SparkSession,
+        console: Console,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.console = console
+        self.clock = clock
+        self.target: LakeTarget = lake_target(config)
+        self.stop = threading.Event()
+        self._retry = Retry(
+            lambda: probe_catalog(spark, self.target),
+            Backoff.from_config(config.receiver),
+            config.applier.catalog_give_up_s,
+            console,
+            self.stop,
+            conflicts=config.applier.commit_retries,
+        )
+
+    def tables(self, only: Sequence[TableName] | None = None) -> list[TableName]:
+        """The replicated tables the lake holds (those ``[tables]`` selects; ``only``: of
+        those, these)."""
+        found = lake_tables(self.target, lambda t: spark_lake_tables(self.spark, t))
+        sources = {self.target.source_table(t.identifier) for t in found}
+        selected = sorted(s for s in sources if s is not None and self.target.selected(s))
+        if only is None:
+            return selected
+        return [t for t in selected if t in set(only)]
+
+    def run(self, tables: Sequence[TableName], *, dry_run: bool = False) -> list[TableReport]:
+        return [self.maintain(table, dry_run=dry_run) for table in tables]
+
+    def maintain(self, table: TableName, *, dry_run: bool = False) -> TableReport:
+        name = self.target.lake_table(table)
+        health = table_health(self.spark, name, self.config.maintenance.small_file_bytes)
+        steps = plan_table(health, self.config.maintenance, self.clock())
+        report = TableReport(table, name, health, steps)
+        for planned in steps:
+            started = time.monotonic()
+            counts = {} if dry_run else self._step(table, planned.step)
+            report.runs.append(StepRun(planned, counts, time.monotonic() - started))
+        return report
+
+    def _step(self, table: TableName, step: Step) -> dict[str, int]:
+        identifier = self.target.identifier(table)
+        catalog = self.target.catalog
+        config = self.config.maintenance
+
+        def work() -> dict[str, int]:
+            now = self.clock()
+            if step is Step.COMPACT:
+                return compact(self.spark, catalog, identifier)
+            if step is Step.MANIFESTS:
+                return rewrite_manifests(self.spark, catalog, identifier)
+            if step is Step.EXPIRE:
+                older = now - timedelta(seconds=config.snapshot_max_age_s)
+                return expire_snapshots(
+                    self.spark, catalog, identifier, older, config.keep_snapshots
+                )
+            older = now - timedelta(seconds=config.orphan_min_age_s)
+            return remove_orphan_files(self.spark, catalog, identifier, older)
+
+        counts = self._retry.run(work, self._refresh(table))
+        crash_point(f"maintain_after_{step.value}")
+        return counts or {}
+
+    def _refresh(self, table: TableName) -> Callable[[], None]:
+        """Before a retry: forget what Spark cached of the table (another writer committed)."""
+        name = self.target.lake_table(table)
+
+        def refresh() -> None:
+            with spark_errors(f"REFRESH TABLE {name}", name):
+                self.spark.sql(f"REFRESH TABLE {name}")
+
+        return refresh

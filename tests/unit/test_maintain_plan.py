@@ -1,0 +1,69 @@
+"""Which maintenance steps a table's health calls for (``binlake.maintain.plan``), and the
+``[maintenance]`` section's checks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from binlake.config import MaintenanceConfig, config_from_mapping
+from binlake.errors import ConfigError
+from binlake.lake.table_maintenance import TableHealth
+from binlake.maintain.plan import Step, plan_table
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+BASE = {"source": {"host": "127.0.0.1", "user": "repl", "server_id": 7}, "state": {"dir": "s"}}
+
+
+def health(**fields: object) -> TableHealth:
+    base: dict[str, object] = {
+        "data_files": 10,
+        "delete_files": 0,
+        "small_files": 0,
+        "manifests": 1,
+        "snapshots": 5,
+        "oldest_snapshot": NOW - timedelta(minutes=5),
+    }
+    return TableHealth(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def steps(table: TableHealth, **config: object) -> list[Step]:
+    return [p.step for p in plan_table(table, MaintenanceConfig(**config), NOW)]  # type: ignore[arg-type]
+
+
+def test_a_healthy_table_only_gets_its_orphan_files_looked_for() -> None:
+    assert steps(health()) == [Step.ORPHANS]
+
+
+def test_delete_files_per_data_file_or_small_files_trip_a_compaction() -> None:
+    assert steps(health(delete_files=4)) == [Step.ORPHANS]
+    assert steps(health(delete_files=5)) == [Step.COMPACT, Step.ORPHANS]
+    assert steps(health(small_files=16)) == [Step.COMPACT, Step.ORPHANS]
+    assert steps(health(delete_files=1), delete_files_per_data_file=0.0)[0] is Step.COMPACT
+    assert steps(health(), delete_files_per_data_file=0.0) == [Step.ORPHANS], "no delete file"
+
+
+def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> None:
+    old = NOW - timedelta(days=2)
+    assert steps(health(manifests=32)) == [Step.MANIFESTS, Step.ORPHANS]
+    assert steps(health(snapshots=101, oldest_snapshot=old)) == [Step.EXPIRE, Step.ORPHANS]
+    assert steps(health(snapshots=100, oldest_snapshot=old)) == [Step.ORPHANS], "all kept"
+    young = health(snapshots=500, oldest_snapshot=NOW - timedelta(hours=1))
+    assert steps(young) == [Step.ORPHANS], "none older than a day"
+    every = health(delete_files=9, manifests=40, snapshots=200, oldest_snapshot=old)
+    assert steps(every) == list(Step), "in running order"
+
+
+def test_a_bad_maintenance_value_is_a_config_error_naming_its_key(tmp_path: Path) -> None:
+    too_young = {**BASE, "maintenance": {"orphan_min_age_s": 3600}}
+    with pytest.raises(ConfigError) as caught:
+        config_from_mapping(too_young, base_dir=tmp_path, environ={})
+    assert caught.value.field == "maintenance.orphan_min_age_s"
+    with pytest.raises(ConfigError) as typo:
+        typo_section = {**BASE, "maintenance": {"keep_snapshot": 3}}
+        config_from_mapping(typo_section, base_dir=tmp_path, environ={})
+    assert typo.value.field == "maintenance.keep_snapshot"
+    config = config_from_mapping(BASE, base_dir=tmp_path, environ={})
+    assert config.maintenance == MaintenanceConfig()
