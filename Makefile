@@ -1,7 +1,8 @@
 # binlake developer and CI entry points (GNU make, Debian 12, run as root).
 #
-#   make deps        system packages (MariaDB server and client, Java 17, jarjar, PostgreSQL server
-#                    and its JDBC driver for the JDBC catalog tests), only when missing
+#   make deps        system packages (MariaDB server and client, Java 17, jarjar, the SQLite JDBC
+#                    driver of the embedded catalog, PostgreSQL server and its JDBC driver for the
+#                    JDBC catalog tests), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
 #                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
@@ -42,6 +43,9 @@ APT_PACKAGES := mariadb-server mariadb-client
 JAVA_APT_PACKAGE := openjdk-17-jre-headless
 JARJAR_JAR := /usr/share/java/jarjar.jar
 JARJAR_APT_PACKAGE := libjarjar-java
+# The embedded catalog is Iceberg's JDBC catalog on an SQLite file (binlake.lake.embedded_catalog).
+SQLITE_JDBC_JAR := /usr/share/java/sqlite-jdbc.jar
+SQLITE_JDBC_APT_PACKAGE := libxerial-sqlite-jdbc-java
 # Iceberg's JDBC catalog in the tests: a throwaway PostgreSQL server (binlake_dev.postgres runs
 # it in a temporary folder; Debian's own cluster is not created) and the driver's jar.
 POSTGRES_APT_PACKAGE := postgresql
@@ -88,6 +92,11 @@ deps:
 	  echo "deps: PostgreSQL JDBC driver already installed ($(PG_JDBC_JAR))"; \
 	else \
 	  missing="$$missing $(PG_JDBC_APT_PACKAGE)"; \
+	fi; \
+	if [ -f $(SQLITE_JDBC_JAR) ]; then \
+	  echo "deps: SQLite JDBC driver already installed ($(SQLITE_JDBC_JAR))"; \
+	else \
+	  missing="$$missing $(SQLITE_JDBC_APT_PACKAGE)"; \
 	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \

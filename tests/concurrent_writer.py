@@ -6,7 +6,8 @@ analyst would, until a stop file appears.
 
 A plain ``STATEMENT`` runs every round; ``EVERY:STATEMENT`` every EVERY-th round. A statement
 that fails (another writer, binlake, committed first) is counted and the loop goes on. It prints
-``ready`` once its session is up, and ``commits N failures M`` at the end.
+``ready`` once its session is up, ``ok ROUND INDEX`` for each statement that committed (INDEX:
+its place on the command line), and ``commits N failures M`` at the end.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ def main(warehouse: str, stop_file: str, statements: list[str]) -> int:
     try:
         while not Path(stop_file).exists():
             round_ += 1
-            for every, statement in plan:
+            for index, (every, statement) in enumerate(plan):
                 if round_ % every:
                     continue
                 try:
                     spark.sql(statement.replace("{n}", str(round_))).collect()
                     commits += 1
+                    print(f"ok {round_} {index}", flush=True)
                 except Exception as error:  # a conflict with binlake: counted, the loop goes on
                     failures += 1
                     print(f"failed: {str(error).splitlines()[0][:200]}", file=sys.stderr)

@@ -8,6 +8,7 @@ what it left and check the invariants against the same schedule, imported from h
     storage_driver.py checkpoint RECORD    the CHECKPOINT_OPS schedule of a tracker
     storage_driver.py lock-hold DIR        take the lock, print "locked", sleep until killed
     storage_driver.py lock-try DIR         take the lock or exit non-zero naming the holder
+    storage_driver.py adopt WAREHOUSE      the embedded catalog's adoption of a Hadoop warehouse
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ def main(argv: list[str]) -> int:
             hold_lock(target)
         elif command == "lock-try":
             try_lock(target)
+        elif command == "adopt":
+            from binlake.lake.embedded_catalog import prepare_embedded_catalog
+
+            print(len(prepare_embedded_catalog(target, "lake")), flush=True)
         else:
             print(f"unknown command {command}", file=sys.stderr)
             return 64

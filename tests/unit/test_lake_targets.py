@@ -63,9 +63,12 @@ def load(tmp_path: Path, text: str, **env: str) -> Config:
 
 def test_without_a_catalog_section_the_target_is_the_embedded_catalog(tmp_path: Path) -> None:
     config = load(tmp_path, "")
-    assert config.catalog.type is CatalogType.HADOOP and not config.catalog.is_jdbc
+    assert config.catalog.type is CatalogType.EMBEDDED and not config.catalog.is_jdbc
     target = lake_target(config)
-    assert target.embedded and target.jdbc is None and target.secret_conf == {}
+    assert target.embedded and not target.hadoop
+    assert target.jdbc is None and target.secret_conf == {}
+    hadoop = lake_target(load(tmp_path, '[catalog]\ntype = "hadoop"\n'))
+    assert hadoop.embedded and hadoop.hadoop
 
 
 def test_a_jdbc_catalog_becomes_spark_keys_and_a_secret_set_after_start(tmp_path: Path) -> None:
@@ -151,9 +154,10 @@ def test_spark_jars_master_ui_and_executor_wait_are_read(tmp_path: Path) -> None
     assert session_conf(settings)["spark.jars"].endswith("drivers/pg.jar,hdfs://nn/x.jar")
 
 
-def test_a_hadoop_catalog_refuses_jdbc_keys(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["hadoop", "embedded"])
+def test_an_embedded_catalog_refuses_jdbc_keys(tmp_path: Path, kind: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        load(tmp_path, '[catalog]\ntype = "hadoop"\nuser = "x"\n')
+        load(tmp_path, f'[catalog]\ntype = "{kind}"\nuser = "x"\n')
     assert caught.value.field == "catalog.user"
 
 

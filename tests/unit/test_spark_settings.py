@@ -21,10 +21,18 @@ from binlake.lake.spark_errors import spark_error
 JARS = (Path("/cache/iceberg-runtime.jar"), Path("/cache/jackson.jar"))
 
 
-def test_embedded_default_is_a_hadoop_catalog_in_the_warehouse(tmp_path: Path) -> None:
-    conf = session_conf(SparkSettings(warehouse=tmp_path / "wh"), JARS)
+@pytest.mark.parametrize("hadoop", [False, True], ids=["sqlite", "hadoop"])
+def test_embedded_default_is_a_sqlite_catalog_in_the_warehouse(
+    tmp_path: Path, hadoop: bool
+) -> None:
+    conf = session_conf(SparkSettings(warehouse=tmp_path / "wh", hadoop=hadoop), JARS)
     assert conf["spark.sql.catalog.lake"] == ICEBERG_CATALOG
-    assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    if hadoop:
+        assert conf["spark.sql.catalog.lake.type"] == "hadoop"
+    else:  # Iceberg's JDBC catalog on <warehouse>/catalog.sqlite, tables created by binlake
+        assert conf["spark.sql.catalog.lake.type"] == "jdbc"
+        assert conf["spark.sql.catalog.lake.uri"] == f"jdbc:sqlite:{tmp_path}/wh/catalog.sqlite"
+        assert conf["spark.sql.catalog.lake.jdbc.init-catalog-tables"] == "false"
     assert conf["spark.sql.catalog.lake.cache-enabled"] == "false"  # other writers: never stale
     assert conf["spark.sql.catalog.lake.warehouse"] == str(tmp_path / "wh")
     assert conf["spark.sql.extensions"] == ICEBERG_EXTENSIONS

@@ -3,8 +3,9 @@ relay size on disk. Read-only: it takes no lock and runs no recovery, so it work
 running `binlake replicate`. ``--json`` prints one object (``binlake.verify.status.status_json``,
 a stable interface).
 
-Spark starts only for a catalog it cannot read directly: the embedded one's metadata files are
-read from its folder, a JDBC catalog on PostgreSQL (with a local warehouse) from its database;
+Spark starts only for a catalog it cannot read directly: the embedded one's from its SQLite
+file (or a Hadoop warehouse's metadata files) with Python's sqlite3, a JDBC catalog on
+PostgreSQL (with a local warehouse) from its database;
 an unreachable source is reported in the output, never fatal.
 """
 

@@ -1,16 +1,19 @@
 """``[catalog]``: the Iceberg catalog binlake writes to, when it is not the embedded one.
 
-Absent (or ``type = "hadoop"``): binlake's embedded catalog, a Hadoop catalog in ``[target]
-warehouse``. ``type = "jdbc"``: Iceberg's JDBC catalog (``org.apache.iceberg.jdbc.JdbcCatalog``)
-in a database, PostgreSQL tested (docs/spark.md), at ``uri``, its tables' files in
-``warehouse`` (a URI every Spark executor reaches: ``s3a://bucket/lake``, or ``file:/srv/lake``
-on storage every host mounts). The password follows the rules of ``[source]``'s (never in the
-file: ``password_env`` or ``password_file``). Other catalogs (REST, Hive, Glue, Nessie) stay
-``[spark.conf]`` passthrough.
+Absent (or ``type = "embedded"``): binlake's embedded catalog, Iceberg's JDBC catalog on an
+SQLite file in ``[target] warehouse`` (``binlake.lake.embedded_catalog``: its commit is an
+atomic compare-and-swap across processes). ``type = "hadoop"``: the Hadoop catalog in ``[target]
+warehouse`` that was the embedded default before (a commit is a check-then-rename: two writers
+in two processes can lose one's commit; docs/spark.md). ``type = "jdbc"``: Iceberg's JDBC
+catalog (``org.apache.iceberg.jdbc.JdbcCatalog``) in a database, PostgreSQL tested
+(docs/spark.md), at ``uri``, its tables' files in ``warehouse`` (a URI every Spark executor
+reaches: ``s3a://bucket/lake``, or ``file:/srv/lake`` on storage every host mounts). The
+password follows the rules of ``[source]``'s (never in the file: ``password_env`` or
+``password_file``). Other catalogs (REST, Hive, Glue, Nessie) stay ``[spark.conf]`` passthrough.
 
 ``catalog_config`` checks the section against the rest: a ``[spark.conf]`` that also defines
 the catalog named ``[target] catalog`` is an error (two definitions, no silent winner), and
-so is any JDBC key under a Hadoop catalog.
+so is any JDBC key under an embedded catalog.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 class CatalogType(StrEnum):
+    EMBEDDED = "embedded"
     HADOOP = "hadoop"
     JDBC = "jdbc"
 
@@ -54,9 +58,9 @@ class SchemaVersion(StrEnum):
 
 @dataclass(frozen=True)
 class CatalogConfig:
-    """``[catalog]``; the default is the embedded Hadoop catalog (every other field unset)."""
+    """``[catalog]``; the default is the embedded SQLite catalog (every other field unset)."""
 
-    type: CatalogType = CatalogType.HADOOP
+    type: CatalogType = CatalogType.EMBEDDED
     uri: str | None = None
     user: str | None = None
     warehouse: str | None = None
@@ -95,10 +99,11 @@ def _jdbc_uri(value: object, name: str, base: Path) -> str:
 CATALOG_KEYS: tuple[Key, ...] = (
     Key(
         "type",
-        "hadoop or jdbc",
+        "embedded, hadoop or jdbc",
         enum_value(CatalogType),
-        CatalogType.HADOOP,
-        "hadoop: the embedded catalog in [target] warehouse; jdbc: Iceberg's JDBC catalog",
+        CatalogType.EMBEDDED,
+        "embedded: Iceberg's JDBC catalog on an SQLite file in [target] warehouse; hadoop: "
+        "the Hadoop catalog there (one writer at a time); jdbc: a JDBC catalog of yours",
     ),
     Key(
         "uri", "str", _jdbc_uri, None, "jdbc: the catalog database, jdbc:postgresql://HOST:PORT/DB"
@@ -149,7 +154,7 @@ CATALOG_KEYS: tuple[Key, ...] = (
     ),
 )
 
-#: Keys that mean something only for a JDBC catalog (a Hadoop catalog refuses them).
+#: Keys that mean something only for a JDBC catalog (the embedded catalogs refuse them).
 _JDBC_ONLY = ("uri", "user", "password_env", "password_file", "warehouse")
 
 
@@ -170,15 +175,15 @@ def catalog_config(
     """``[catalog]``'s parsed ``values`` checked against ``[target] catalog`` and
     ``[spark.conf]``."""
     kind: CatalogType = values["type"]
-    if kind is CatalogType.HADOOP:
+    if kind is not CatalogType.JDBC:
         for name in _JDBC_ONLY:
             if values[name] is not None:
                 raise ConfigError(
-                    f"[catalog] {name} is set but type is hadoop (the embedded catalog)",
+                    f"[catalog] {name} is set but type is {kind.value} (an embedded catalog)",
                     field=f"catalog.{name}",
                     hint='set type = "jdbc" for a JDBC catalog, or remove the key',
                 )
-        return CatalogConfig()
+        return CatalogConfig(type=kind)
     for name in ("uri", "warehouse"):
         if values[name] is None:
             raise ConfigError(

@@ -1,9 +1,17 @@
-"""Iceberg table metadata of the embedded Hadoop catalog, read straight from the warehouse folder.
+"""Iceberg table metadata of the embedded catalogs, read straight from the warehouse folder.
 
 Why not through Spark: ``binlake status`` needs only each table's snapshot list (the applied
 position is in the newest binlake snapshot's summary), and a Spark session costs 3-4 s to start;
-``binlake verify`` polls the lists while it waits for the applier. For the embedded catalog
-(a Hadoop catalog in a local folder) the metadata is plain files with a specified format:
+``binlake verify`` polls the lists while it waits for the applier.
+
+The embedded catalog (``binlake.lake.embedded_catalog``) is Iceberg's JDBC catalog on the SQLite
+file ``catalog.sqlite`` in the warehouse: its ``iceberg_tables`` rows name each table's current
+metadata file (``metadata_location``), read here with Python's ``sqlite3``, read-only (a reader
+of a WAL database neither waits for nor blocks the writers).
+
+A warehouse without that file is a Hadoop catalog's (``[catalog] type = "hadoop"``, or a
+warehouse the Hadoop default of older binlake wrote, not yet adopted): its metadata is plain
+files with a specified format:
 
 * a table is a folder ``<warehouse>/<namespace...>/<table>`` holding ``metadata/``;
 * ``metadata/v<N>.metadata.json`` (``v<N>.gz.metadata.json`` when compressed) is version N of
@@ -24,10 +32,12 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from binlake.errors import BinlakeError, FileAccessError
 from binlake.lake.snapshot_progress import progress_of
@@ -35,6 +45,8 @@ from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, at_or_before, parse_position
 
 METADATA_DIR = "metadata"
+#: The embedded catalog's SQLite database, in the warehouse folder.
+CATALOG_FILE = "catalog.sqlite"
 VERSION_HINT = "version-hint.text"
 POSITION_KEY = "binlake.position"
 #: The tags binlake keeps on its newest snapshot and its newest copy's last chunk
@@ -144,7 +156,11 @@ def lake_tables(
     """Every table of the target catalog: from the metadata files for the embedded catalog,
     else through ``spark_tables`` (which starts Spark)."""
     if target.embedded:
-        tables = (read_table(target.warehouse, ident) for ident in find_tables(target.warehouse))
+        warehouse = target.warehouse
+        if (warehouse / CATALOG_FILE).is_file():
+            rows = catalog_rows(warehouse, target.catalog, None)
+            return [_lake_table(i, load_metadata(_local_path(where))) for i, where in rows]
+        tables = (read_table(warehouse, i) for i in hadoop_tables(warehouse))
         return [t for t in tables if t is not None]
     if spark_tables is None:
         raise BinlakeError(
@@ -154,13 +170,54 @@ def lake_tables(
     return spark_tables(target)
 
 
-def find_tables(warehouse: Path) -> list[tuple[str, ...]]:
+def find_tables(warehouse: Path, catalog: str | None = None) -> list[tuple[str, ...]]:
+    """Identifiers (namespace parts + table) of every table of an embedded catalog's warehouse:
+    the rows of its ``catalog.sqlite`` named ``catalog`` (None: any), else the Hadoop catalog's
+    table folders."""
+    if (warehouse / CATALOG_FILE).is_file():
+        return sorted(i for i, _ in catalog_rows(warehouse, catalog, None))
+    return hadoop_tables(warehouse)
+
+
+def hadoop_tables(warehouse: Path) -> list[tuple[str, ...]]:
     """Identifiers (namespace parts + table) of every table in a Hadoop catalog folder."""
     out: list[tuple[str, ...]] = []
     if not warehouse.is_dir():
         return out
     _walk(warehouse, (), out)
     return sorted(out)
+
+
+def catalog_rows(
+    warehouse: Path, catalog: str | None, identifier: tuple[str, ...] | None
+) -> list[tuple[tuple[str, ...], str]]:
+    """(identifier, metadata location) of the tables in the warehouse's ``catalog.sqlite``
+    (rows of the catalog named ``catalog``, None: any; of ``identifier`` only, when given),
+    read-only; the catalog keeps a namespace's levels joined by dots."""
+    path = warehouse / CATALOG_FILE
+    where, args = "metadata_location IS NOT NULL", []
+    if catalog is not None:
+        where, args = where + " AND catalog_name = ?", [catalog]
+    if identifier is not None:
+        where += " AND table_namespace = ? AND table_name = ?"
+        args += [".".join(identifier[:-1]), identifier[-1]]
+    try:
+        with sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30) as db:
+            rows = db.execute(
+                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+                f"WHERE {where} ORDER BY table_namespace, table_name",
+                args,
+            ).fetchall()
+    except sqlite3.Error as exc:
+        raise FileAccessError(
+            f"cannot read the embedded catalog: {exc}",
+            file=str(path),
+            hint="the warehouse's catalog.sqlite is written by Iceberg's JDBC catalog; "
+            "check that it is readable and not damaged",
+        ) from exc
+    # A namespace is one level: binlake writes no nested ones, and the catalog keeps a
+    # database name with a dot (`we.ird db`) as it is.
+    return [((str(ns), str(name)), str(location)) for ns, name, location in rows]
 
 
 def _walk(folder: Path, parts: tuple[str, ...], out: list[tuple[str, ...]]) -> None:
@@ -185,17 +242,41 @@ def _version(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def read_table(warehouse: Path, identifier: tuple[str, ...]) -> LakeTable | None:
-    """The table's lineage; None when the folder holds no Iceberg table."""
-    metadata = current_metadata(warehouse.joinpath(*identifier) / METADATA_DIR)
-    if metadata is None:
-        return None
+def read_table(
+    warehouse: Path, identifier: tuple[str, ...], catalog: str | None = None
+) -> LakeTable | None:
+    """The table's lineage in an embedded catalog's warehouse (``find_tables``); None when it
+    has no such table."""
+    if (warehouse / CATALOG_FILE).is_file():
+        rows = catalog_rows(warehouse, catalog, identifier)
+        if not rows:
+            return None
+        metadata: dict[str, Any] | None = load_metadata(_local_path(rows[0][1]))
+    else:
+        metadata = current_metadata(warehouse.joinpath(*identifier) / METADATA_DIR)
+    return None if metadata is None else _lake_table(identifier, metadata)
+
+
+def _lake_table(identifier: tuple[str, ...], metadata: Mapping[str, Any]) -> LakeTable:
     lineage, cut = lineage_of(metadata)
     return LakeTable(identifier, lineage, cut)
 
 
+def _local_path(location: str) -> Path:
+    """A metadata location the embedded catalog wrote: a path, or a ``file:`` URI."""
+    if location.startswith("file:"):
+        return Path(unquote(urlsplit(location).path))
+    return Path(location)
+
+
 def current_metadata(meta_dir: Path) -> dict[str, Any] | None:
-    """The current table metadata (parsed JSON) in a table's ``metadata`` folder."""
+    """The current table metadata (parsed JSON) in a Hadoop table's ``metadata`` folder."""
+    path = current_metadata_file(meta_dir)
+    return None if path is None else load_metadata(path)
+
+
+def current_metadata_file(meta_dir: Path) -> Path | None:
+    """The current ``v<N>.metadata.json`` of a Hadoop table's ``metadata`` folder."""
     if not meta_dir.is_dir():
         return None
     version = _hint(meta_dir)
@@ -206,9 +287,7 @@ def current_metadata(meta_dir: Path) -> dict[str, Any] | None:
         version = max(versions)
     while _version_file(meta_dir, version + 1) is not None:
         version += 1
-    path = _version_file(meta_dir, version)
-    assert path is not None
-    return load_metadata(path)
+    return _version_file(meta_dir, version)
 
 
 def load_metadata(path: Path) -> dict[str, Any]:

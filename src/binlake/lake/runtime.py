@@ -54,6 +54,8 @@ RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 RUNTIME_JAR_SHA256 = "5b30080c7bbbced0fb0900894b7ea0200b1bbb2e4c355ebe727baafaf49c16f6"
 JACKSON_JAR = "iceberg-shaded-jackson.jar"
 JARJAR = Path("/usr/share/java/jarjar.jar")
+#: The SQLite JDBC driver of the embedded catalog (Debian's ``libxerial-sqlite-jdbc-java``).
+SQLITE_JDBC_JAR = Path("/usr/share/java/sqlite-jdbc.jar")
 SHADED_JACKSON = "org/apache/iceberg/shaded/com/fasterxml/jackson/"
 MANIFEST = "manifest.json"
 #: Bump when the build of the cache changes: older caches are rebuilt.
@@ -149,6 +151,20 @@ def jackson_jars(folder: Path) -> list[Path]:
     return out
 
 
+def sqlite_jdbc_jar() -> Path:
+    """The SQLite JDBC driver jar of the embedded catalog (``$BINLAKE_SQLITE_JDBC_JAR``, else
+    Debian's)."""
+    path = Path(os.environ.get("BINLAKE_SQLITE_JDBC_JAR") or SQLITE_JDBC_JAR)
+    if not path.is_file():
+        raise SparkSetupError(
+            f"the SQLite JDBC driver of the embedded catalog is missing ({path})",
+            hint="apt-get install libxerial-sqlite-jdbc-java (or `make spark-deps`), or set "
+            "BINLAKE_SQLITE_JDBC_JAR to an org.xerial sqlite-jdbc jar",
+            component="sqlite-jdbc",
+        )
+    return path
+
+
 # ---- the cache --------------------------------------------------------------------------------
 
 
@@ -197,7 +213,7 @@ def ensure_iceberg_jars(cache: Path | None = None, report: Report | None = None)
     if found is not None:
         return found
     folder.mkdir(parents=True, exist_ok=True)
-    with _build_lock(folder):
+    with folder_lock(folder):
         found = cached_iceberg_jars(folder)  # another process may have built it meanwhile
         if found is not None:
             return found
@@ -205,8 +221,9 @@ def ensure_iceberg_jars(cache: Path | None = None, report: Report | None = None)
 
 
 @contextmanager
-def _build_lock(folder: Path) -> Iterator[None]:
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def folder_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder/name`` (created), held inside the ``with``."""
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -1,7 +1,8 @@
 """Spark sessions for binlake: the embedded default, or any cluster and catalog by config.
 
-The embedded default is ``local[2]`` Spark with a Hadoop catalog (named ``lake``) in a local
-warehouse folder, Iceberg's SQL extensions, and the Iceberg runtime from
+The embedded default is ``local[2]`` Spark with the embedded catalog (named ``lake``): Iceberg's
+JDBC catalog on an SQLite file in a local warehouse folder (``binlake.lake.embedded_catalog``;
+``hadoop``: the Hadoop catalog there), Iceberg's SQL extensions, and the Iceberg runtime from
 ``binlake.lake.runtime``. Anything else is plain passthrough: ``SparkSettings.conf`` goes to
 the session as given, so a ``spark.sql.catalog.<name>`` there (REST, Hive, Hadoop on S3/HDFS,
 Glue...) replaces the embedded catalog, ``spark.jars.packages`` / ``spark.jars`` naming an
@@ -49,7 +50,12 @@ from binlake.errors import BinlakeError, SparkMasterUnreachableError, SparkSetup
 from binlake.lake.catalog_errors import classify_master_failure
 from binlake.lake.cluster import check_master_address, is_standalone, wait_for_executors
 from binlake.lake.commit import close_callbacks
-from binlake.lake.runtime import ensure_iceberg_jars, find_java
+from binlake.lake.embedded_catalog import (
+    embedded_catalog_conf,
+    prepare_embedded_catalog,
+    refuse_hadoop_on_adopted,
+)
+from binlake.lake.runtime import ensure_iceberg_jars, find_java, sqlite_jdbc_jar
 from binlake.lake.spark_errors import first_line, java_causes, missing_class_error
 from binlake.lake.target import ICEBERG_CATALOG, LakeTarget
 
@@ -83,8 +89,10 @@ class SparkSettings:
 
     master: str = "local[2]"
     app_name: str = "binlake"
-    #: Folder of the embedded Hadoop catalog (unused when ``conf`` defines the catalog).
+    #: Folder of the embedded catalog (unused when ``conf`` defines the catalog).
     warehouse: Path = Path("warehouse")
+    #: The embedded catalog is the Hadoop catalog (``[catalog] type = "hadoop"``), not SQLite's.
+    hadoop: bool = False
     #: The Spark catalog binlake writes to.
     catalog: str = "lake"
     #: Any Spark or Iceberg configuration; wins over every default binlake sets.
@@ -109,8 +117,13 @@ class SparkSettings:
 
     @property
     def embedded_catalog(self) -> bool:
-        """True when binlake defines the catalog (a Hadoop catalog in ``warehouse``)."""
+        """True when binlake defines the catalog (in ``warehouse``)."""
         return f"spark.sql.catalog.{self.catalog}" not in self.conf
+
+    @property
+    def sqlite_catalog(self) -> bool:
+        """True when the catalog is the embedded SQLite one."""
+        return self.embedded_catalog and not self.hadoop
 
 
 def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettings:
@@ -119,6 +132,7 @@ def spark_settings(target: LakeTarget, app_name: str = "binlake") -> SparkSettin
         master=target.master,
         app_name=app_name,
         warehouse=target.warehouse,
+        hadoop=target.hadoop,
         catalog=target.catalog,
         conf=dict(target.spark_conf),
         jars=target.jars,
@@ -161,7 +175,9 @@ def session_conf(settings: SparkSettings, iceberg_jars: tuple[Path, ...] = ()) -
         # statements (binlake.lake.chunk_jobs): a freed core goes to the pool with fewer tasks.
         "spark.scheduler.mode": "FAIR",
     }
-    if settings.embedded_catalog:
+    if settings.sqlite_catalog:
+        conf.update(embedded_catalog_conf(settings.catalog, settings.warehouse.resolve()))
+    elif settings.embedded_catalog:
         prefix = f"spark.sql.catalog.{settings.catalog}"
         conf[prefix] = ICEBERG_CATALOG
         conf[f"{prefix}.type"] = "hadoop"
@@ -210,7 +226,12 @@ def build_session(settings: SparkSettings) -> SparkSession:
             component="session",
         )
     check_master_address(settings.master)
-    jars = () if brings_own_iceberg(settings) else ensure_iceberg_jars().paths
+    jars: tuple[Path, ...] = () if brings_own_iceberg(settings) else ensure_iceberg_jars().paths
+    if settings.sqlite_catalog:
+        jars += (sqlite_jdbc_jar(),)
+        prepare_embedded_catalog(settings.warehouse.resolve(), settings.catalog)
+    elif settings.embedded_catalog:
+        refuse_hadoop_on_adopted(settings.warehouse.resolve(), settings.catalog)
     _prepare_environment(settings)
     builder = SparkSession.builder.master(with_task_retries(settings.master))
     for key, value in session_conf(settings, jars).items():

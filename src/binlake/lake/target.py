@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from binlake.binlog.names import TableGlob, TableName
-from binlake.config import CatalogConfig, Config, Secret
+from binlake.config import CatalogConfig, CatalogType, Config, Secret
 from binlake.lake.sql import quote
 
 #: Databases that are never replicated.
@@ -47,10 +47,13 @@ class LakeTarget:
     executor_wait_s: float = 120.0
     #: ``[catalog]`` when it is a JDBC catalog (its keys are in ``spark_conf`` already).
     jdbc: CatalogConfig | None = None
+    #: ``[catalog] type = "hadoop"``: the embedded catalog is the Hadoop catalog, not SQLite's.
+    hadoop: bool = False
 
     @property
     def embedded(self) -> bool:
-        """True when the catalog is binlake's embedded Hadoop catalog in ``warehouse``."""
+        """True when the catalog is binlake's embedded one in ``warehouse`` (the SQLite
+        catalog, or the Hadoop catalog by ``[catalog] type``)."""
         return f"spark.sql.catalog.{self.catalog}" not in self.spark_conf
 
     @property
@@ -125,6 +128,7 @@ def lake_target(config: Config) -> LakeTarget:
         master_ui=config.spark.master_ui,
         executor_wait_s=config.spark.executor_wait_s,
         jdbc=jdbc,
+        hadoop=config.catalog.type is CatalogType.HADOOP,
     )
 
 

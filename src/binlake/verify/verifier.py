@@ -490,7 +490,7 @@ def verify_config(
 
     def lineage(identifier: tuple[str, ...]) -> LakeTable | None:
         if target.embedded:
-            return read_table(target.warehouse, identifier)
+            return read_table(target.warehouse, identifier, target.catalog)
         if reader is not None:
             return reader.table(identifier)
         from binlake.lake.catalog import spark_table_lineage, table_exists
