@@ -20,7 +20,7 @@ import pytest
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
-from binlake.errors import RowImageError, SourcePositionLostError, StatementFormatError
+from binlake.errors import ConfigError, RowImageError, SourcePositionLostError, StatementFormatError
 from binlake.lake.table_actions import read_lake_schema
 from binlake.lake.target import lake_target
 from binlake.metrics import ROWS_APPLIED
@@ -238,3 +238,54 @@ def test_an_empty_relay_log_behind_a_purged_source_binlog_stops_with_position_lo
     with pytest.raises(SourcePositionLostError, match="the relay log was empty") as caught:
         replicate_in_process(config, spark)
     assert "re-snapshot" in caught.value.hint
+
+
+def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """``[tables.layout."db.t"]`` (issue 14): the table binlake creates has the configured
+    partition spec and sort order; inserts, updates (one moving a row to another day's
+    partition) and deletes land exactly, by MERGE (a row delta's equality deletes would be
+    scoped to one partition); a layout naming a column the table lacks stops replicate with a
+    ConfigError naming the key."""
+    database = "rep_layout"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(
+        f"CREATE TABLE {database}.orders (id INT PRIMARY KEY, at DATETIME, cust INT, note TEXT)"
+    )
+    rows = ", ".join(f"({i}, '2026-11-0{1 + i % 3} 10:00:00', {i % 4}, 'n{i}')" for i in range(12))
+    source.execute(f"INSERT INTO {database}.orders VALUES {rows}")
+    source.execute(f"UPDATE {database}.orders SET at = '2026-11-09 08:00:00' WHERE id = 4")
+    source.execute(f"UPDATE {database}.orders SET note = 'changed' WHERE cust = 1")
+    source.execute(f"DELETE FROM {database}.orders WHERE id IN (2, 7)")
+    layout = (
+        f'[tables.layout."{database}.orders"]\n'
+        'partition = ["days(at)", "bucket(4, id)"]\nsort = ["cust DESC", "id"]\n'
+    )
+    config_path = config_for(tmp_path, source, spark, database, tables=layout)
+    replicate_in_process(config_path, spark)
+    assert_verify_passes(config_path, spark)
+    assert_history_is_exactly_once(config_path, spark)
+    assert writes_per_table(config_path, spark)[f"{database}.orders"] == {"merge"}
+    name = lake_target(load_config(config_path)).lake_table(TableName(database, "orders"))
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession,  # type: ignore[attr-defined]
+        name,
+    )
+    spec = [(f.name(), str(f.transform())) for f in table.spec().fields()]
+    assert spec == [("at_day", "day"), ("id_bucket", "bucket[4]")]
+    schema = table.schema()
+    order = [
+        (schema.findColumnName(f.sourceId()), str(f.direction()))
+        for f in table.sortOrder().fields()
+    ]
+    assert order == [("cust", "DESC"), ("id", "ASC")]
+
+    source.execute(f"CREATE TABLE {database}.other (id INT PRIMARY KEY, v INT)")
+    source.execute(f"INSERT INTO {database}.other VALUES (1, 1)")
+    bad = f'[tables.layout."{database}.other"]\npartition = ["days(at)"]\n'
+    config_path = config_for(tmp_path, source, spark, database, tables=layout + bad)
+    with pytest.raises(ConfigError, match="names the column 'at'") as caught:
+        replicate_in_process(config_path, spark)
+    assert caught.value.field == f'tables.layout."{database}.other".partition'

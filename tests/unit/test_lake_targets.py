@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.names import TableName
 from binlake.config import CatalogType, Config, load_config
 from binlake.errors import (
     CatalogAuthError,
@@ -29,9 +30,11 @@ from binlake.lake.cluster import check_master_address, master_addresses
 from binlake.lake.jdbc_meta import JdbcCatalogReader, postgres_address
 from binlake.lake.session import session_conf, spark_settings
 from binlake.lake.spark_errors import classify_spark_failure
+from binlake.lake.sql import create_table_statements
 from binlake.lake.target import lake_target, redact_url
 from binlake.lake.target_check import target_namespaces, warehouse_folder
 from binlake.storage.warehouse_sync import local_warehouse
+from binlake.typemap import IcebergType, LakeColumn, LakeSchema
 
 BASE = """
 [source]
@@ -299,3 +302,50 @@ def test_only_plain_postgresql_uris_are_read_without_spark() -> None:
         "jdbc:postgresql:lake",
     ):
         assert postgres_address(other) is None, other
+
+
+# ---- [tables.layout] ------------------------------------------------------------------------
+
+LAYOUT = """[tables.layout."shop.orders"]
+partition = ["days(created_at)", "bucket(16, id)", "truncate(4, `na me`)", "region"]
+sort = ["customer_id", "created_at DESC NULLS LAST"]
+"""
+
+
+def test_a_layout_becomes_partition_and_sort_clauses_of_the_created_table(tmp_path: Path) -> None:
+    target = lake_target(load(tmp_path, LAYOUT))
+    layout = target.layouts[TableName("shop", "orders")]
+    assert [f.sql for f in layout.partition] == [
+        "days(`created_at`)",
+        "bucket(16, `id`)",
+        "truncate(4, `na me`)",
+        "`region`",
+    ]
+    names = ("id", "created_at", "na me", "region", "customer_id")
+    columns = tuple(LakeColumn(n, i, "INT", IcebergType.INT) for i, n in enumerate(names))
+    orders = TableName("shop", "orders")
+    statements = create_table_statements("t", LakeSchema(orders, columns, ("id",)), layout=layout)
+    assert "PARTITIONED BY (days(`created_at`), bucket(16, `id`)" in statements[0]
+    assert statements[-1] == (
+        "ALTER TABLE t WRITE ORDERED BY `customer_id` ASC, `created_at` DESC NULLS LAST"
+    )
+    with pytest.raises(ConfigError) as caught:  # a column the source table does not have
+        create_table_statements("t", LakeSchema(orders, columns[:2], ("id",)), layout=layout)
+    assert caught.value.field == 'tables.layout."shop.orders".partition'
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('partition = ["weeks(at)"]', 'tables.layout."shop.orders".partition'),
+        ('partition = ["bucket(id)"]', 'tables.layout."shop.orders".partition'),
+        ('partition = ["bucket(0, id)"]', 'tables.layout."shop.orders".partition'),
+        ('sort = ["at SIDEWAYS"]', 'tables.layout."shop.orders".sort'),
+        ('partition = "days(at)"', 'tables.layout."shop.orders".partition'),
+        ('order = ["id"]', 'tables.layout."shop.orders"'),
+    ],
+)
+def test_a_bad_layout_is_refused_naming_its_key(tmp_path: Path, body: str, field: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, f'[tables.layout."shop.orders"]\n{body}\n')
+    assert caught.value.field == field

@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from binlake.binlog.names import TableGlob, TableName
+from binlake.config.layout import TableLayout, layout_value
 from binlake.config.values import (
     Key,
     bool_value,
@@ -53,7 +54,7 @@ class OnDrop(StrEnum):
 class TargetConfig:
     """``[target]``: where the Iceberg tables go."""
 
-    #: Folder of the embedded Hadoop catalog (unused when [spark] conf defines the catalog).
+    #: Folder of the embedded catalog (unused when [spark] conf defines the catalog).
     warehouse: Path = Path("warehouse")
     #: The Spark catalog name binlake writes to.
     catalog: str = "lake"
@@ -75,6 +76,8 @@ class TablesConfig:
     on_drop: OnDrop = OnDrop.KEEP
     #: A table -> the columns used as its key when it has no primary key.
     key_columns: Mapping[TableName, tuple[str, ...]] = field(default_factory=dict)
+    #: A table -> its partition spec and sort order, applied when binlake creates it.
+    layout: Mapping[TableName, TableLayout] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ TARGET_KEYS: tuple[Key, ...] = (
         "path",
         path_value,
         None,
-        "folder of the embedded Hadoop catalog; default: warehouse/ beside the config file",
+        "folder of the embedded catalog; default: warehouse/ beside the config file",
     ),
     Key("catalog", "str", str_value(), "lake", "the Spark catalog binlake writes to"),
     Key(
@@ -159,6 +162,14 @@ TABLES_KEYS: tuple[Key, ...] = (
         key_columns_value,
         {},
         '"db.table" = [columns]: the key of a table without a primary key (else a change log)',
+    ),
+    Key(
+        "layout",
+        "table",
+        layout_value,
+        {},
+        '"db.table" = { partition = [transforms], sort = [fields] }: applied when binlake '
+        "creates the table",
     ),
 )
 

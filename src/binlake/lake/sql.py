@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from binlake.config.layout import TableLayout
 from binlake.typemap import LakeSchema
 
 #: Table properties of every table binlake creates.
@@ -34,11 +35,18 @@ def _literal(text: str) -> str:
 
 
 def create_table_statements(
-    table: str, schema: LakeSchema, properties: Mapping[str, str] | None = None
+    table: str,
+    schema: LakeSchema,
+    properties: Mapping[str, str] | None = None,
+    layout: TableLayout | None = None,
 ) -> list[str]:
-    """CREATE TABLE (if it does not exist) and, with a primary key, SET IDENTIFIER FIELDS.
+    """CREATE TABLE (if it does not exist; ``PARTITIONED BY`` the layout's fields) and, with a
+    primary key, SET IDENTIFIER FIELDS; with the layout's sort fields, WRITE ORDERED BY.
 
-    Both are idempotent, so a crash between them is repaired by running both again."""
+    All are idempotent, so a crash between them is repaired by running them again. A layout
+    naming a column the schema does not have is a ``ConfigError`` naming its key."""
+    if layout is not None:
+        layout.check(c.name for c in schema.columns)
     columns = ",\n  ".join(
         f"{quote(c.name)} {c.sql_type}{'' if c.nullable else ' NOT NULL'}"
         f" COMMENT {_literal(c.source_type)}"
@@ -46,11 +54,17 @@ def create_table_statements(
     )
     props = {**TABLE_PROPERTIES, **(properties or {})}
     tblproperties = ", ".join(f"{_literal(k)}={_literal(v)}" for k, v in props.items())
+    partitioned = ""
+    if layout is not None and layout.partition:
+        partitioned = f"PARTITIONED BY ({', '.join(f.sql for f in layout.partition)})\n"
     statements = [
         f"CREATE TABLE IF NOT EXISTS {table} (\n  {columns}\n) USING iceberg\n"
-        f"TBLPROPERTIES ({tblproperties})"
+        f"{partitioned}TBLPROPERTIES ({tblproperties})"
     ]
     if schema.key:
         fields = ", ".join(quote(name) for name in schema.key)
         statements.append(f"ALTER TABLE {table} SET IDENTIFIER FIELDS {fields}")
+    if layout is not None and layout.sort:
+        order = ", ".join(f.sql for f in layout.sort)
+        statements.append(f"ALTER TABLE {table} WRITE ORDERED BY {order}")
     return statements

@@ -467,7 +467,8 @@ class Lake:
         parts = self.target.identifier(table.source)
         namespace = ".".join(quote(p) for p in (self.target.catalog, *parts[:-1]))
         self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", str(table.source))
-        for statement in create_table_statements(table.name, schema):
+        layout = self.target.layouts.get(table.source)
+        for statement in create_table_statements(table.name, schema, layout=layout):
             self._sql(statement, str(table.source))
 
     def _sql(self, statement: str, table: str) -> None:

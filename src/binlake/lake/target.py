@@ -19,6 +19,7 @@ from pathlib import Path
 
 from binlake.binlog.names import TableGlob, TableName
 from binlake.config import CatalogConfig, CatalogType, Config, Secret
+from binlake.config.layout import TableLayout
 from binlake.lake.sql import quote
 
 #: Databases that are never replicated.
@@ -41,6 +42,8 @@ class LakeTarget:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     #: Key columns of a table without a primary key (``[tables] key_columns``).
     key_columns: Mapping[TableName, tuple[str, ...]] = field(default_factory=dict)
+    #: Partition spec and sort order of the tables binlake creates (``[tables.layout]``).
+    layouts: Mapping[TableName, TableLayout] = field(default_factory=dict)
     #: ``[spark] jars``, ``master_ui`` and ``executor_wait_s``.
     jars: tuple[str, ...] = ()
     master_ui: str | None = None
@@ -124,6 +127,7 @@ def lake_target(config: Config) -> LakeTarget:
         master=config.spark.master,
         spark_conf=spark_conf,
         key_columns={t: tuple(c) for t, c in config.tables.key_columns.items()},
+        layouts=dict(config.tables.layout),
         jars=config.spark.jars,
         master_ui=config.spark.master_ui,
         executor_wait_s=config.spark.executor_wait_s,
