@@ -26,6 +26,7 @@ from binlake.lake.commit import (
     snapshots,
 )
 from binlake.lake.frames import dataframe_from_arrow
+from binlake.lake.iceberg_meta import catalog_rows
 from binlake.lake.spark_types import spark_schema
 from binlake.lake.sql import create_table_statements, table_name
 from binlake.typemap import IcebergType, LakeSchema, lake_schema
@@ -118,9 +119,9 @@ def test_created_table_is_v2_merge_on_read_keyed_by_the_primary_key(spark: Spark
 
 
 def _current_metadata(warehouse: Path, namespace: str, table: str) -> dict[str, Any]:
-    folder = warehouse / namespace / table / "metadata"
-    version = (folder / "version-hint.text").read_text().strip()
-    return json.loads((folder / f"v{version}.metadata.json").read_text())  # type: ignore[no-any-return]
+    """The metadata file the embedded catalog's row for the table names."""
+    [(_, location)] = catalog_rows(warehouse, "lake", (namespace, table))
+    return json.loads(Path(location).read_text())  # type: ignore[no-any-return]
 
 
 # ---- commits that carry binlake's position ---------------------------------------------------
