@@ -7,8 +7,8 @@ of every table's snapshot history. The type coverage runs on three targets (the 
 catalog; Iceberg's JDBC catalog on PostgreSQL; the JDBC catalog from a Spark standalone
 cluster, where `binlake replicate` runs as its own process and the rows cross to executors),
 streamed, then (embedded and cluster) copied again by a snapshot whose chunks Spark tasks
-read (on the cluster's executor there); the DDL sequence on the first two (the JDBC catalog
-renames tables, the Hadoop one copies them).
+read (on the cluster's executor there); the DDL sequence on the first two (both catalogs
+rename tables).
 """
 
 from __future__ import annotations
