@@ -131,4 +131,12 @@ def test_a_full_warehouse_disk_stops_replicate_with_disk_full_and_it_resumes_onc
         stop = subprocess.CompletedProcess(replicate.process.args, code, "", stopped)
         assert_refused(stop, EXIT_STORAGE, "disk full")
     finally:
+        forget_namespace(spark, database)  # its files go with the tmpfs: not its catalog rows
         unmount(disk)
+
+
+def forget_namespace(spark: object, namespace: str) -> None:
+    """Drop the namespace's tables from the session's embedded catalog (files too)."""
+    run = spark.sql  # type: ignore[attr-defined]
+    for row in run(f"SHOW TABLES IN lake.{namespace}").collect():
+        run(f"DROP TABLE IF EXISTS lake.{namespace}.`{row['tableName']}` PURGE")
