@@ -23,8 +23,8 @@ run again after a crash and finds what is already done:
 * DROP DATABASE -> a drop of each replicated table of that database (``known_tables``).
 
 Renaming an Iceberg table needs a catalog that can (the embedded default and JDBC catalogs can,
-Hadoop catalogs cannot): there the table is copied (CREATE, ``INSERT OVERWRITE ... SELECT *`` with the commit
-properties, DROP the old one), which is repeatable too.
+Hadoop catalogs cannot): there the table is copied (CREATE, ``INSERT OVERWRITE ... SELECT *``
+with the commit properties, DROP the old one), which is repeatable too.
 """
 
 from __future__ import annotations
