@@ -122,3 +122,18 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     replicate_in_process(config, spark)
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
+
+
+def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_once(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    scheduled = "[maintenance]\nschedule_s = 3600\n"  # one round: at the start
+    config.write_text(config.read_text().replace("[maintenance]\n", scheduled))
+    write_changes(source, database, 100)
+    run = replicate_in_process(config, spark)
+    for step in ("compact", "manifests", "expire"):
+        assert f"keyed: {step} in " in run.output, run.output
+    assert len(assert_verify_passes(config, spark)) == 2
+    assert_history_is_exactly_once(config, spark)

@@ -55,6 +55,7 @@ from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
 from binlake.lake.target import LakeTarget
 from binlake.lake.target_check import probe_catalog
+from binlake.maintain.schedule import ScheduledMaintenance
 from binlake.metrics import (
     COMMIT_RETRIES,
     COMMITS,
@@ -154,6 +155,7 @@ class Applier:
         self._gap_check: tuple[TableName, SourcePosition] | None = None
         self._snapshots = SnapshotRunner(config, spark, target, console)
         self._requests_checked = 0.0
+        self.maintenance = ScheduledMaintenance(config, spark, console, self._stop)
         self._retry = Retry(
             lambda: probe_catalog(spark, target),
             Backoff.from_config(config.receiver),
@@ -314,6 +316,7 @@ class Applier:
             if self._builder.due(time.monotonic()):
                 self._apply_all(self._builder.flush())
             self._snapshots_step()
+            self.maintenance.step(self.lake.known_tables)
             self._report(state)
             reader = self._started().reader
             caught_up = state.durable is None or at_or_before(state.durable, reader.position)

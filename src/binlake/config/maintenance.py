@@ -33,6 +33,8 @@ class MaintenanceConfig:
     #: Remove files no snapshot references once they are this old (Iceberg refuses under a day:
     #: a running writer's files not committed yet must never go).
     orphan_min_age_s: float = 3 * DAY_S
+    #: ``binlake replicate`` maintains its tables every this many seconds; 0 = never.
+    schedule_s: float = 0.0
 
 
 MAINTENANCE_KEYS: tuple[Key, ...] = (
@@ -87,5 +89,13 @@ MAINTENANCE_KEYS: tuple[Key, ...] = (
         3 * DAY_S,
         "remove files no snapshot references once they are this old (at least a day: files a "
         "running replicate stored but has not committed yet are younger)",
+    ),
+    Key(
+        "schedule_s",
+        "float",
+        float_value(0.0, 3650 * DAY_S, low_open=False),
+        0.0,
+        "binlake replicate runs this maintenance on its tables every this many seconds, "
+        "between batches; 0 = never (run binlake maintain instead)",
     ),
 )

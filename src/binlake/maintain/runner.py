@@ -15,7 +15,9 @@ Safe beside a running ``binlake replicate``:
   the applier's own policy (``binlake.retry``: ``[applier] commit_retries``, the ``[receiver]
   reconnect_*`` backoff); each try plans again from the table's current metadata.
 
-Every step made durable passes its crash point (``maintain_after_<step>``) once it is done.
+Iceberg never fsyncs a local warehouse: after each step the files it wrote (data files,
+manifests, metadata) are fsynced (``binlake.storage.warehouse_sync``, as the applier does before
+its checkpoint moves), then the step passes its crash point (``maintain_after_<step>``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from binlake.lake.target_check import probe_catalog
 from binlake.maintain.plan import Planned, Step, plan_table
 from binlake.retry import Retry
 from binlake.source.policy import Backoff
+from binlake.storage.warehouse_sync import warehouse_sync_for
 
 
 @dataclass
@@ -74,13 +77,15 @@ class Maintainer:
         console: Console,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        stop: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.spark = spark
         self.console = console
         self.clock = clock
         self.target: LakeTarget = lake_target(config)
-        self.stop = threading.Event()
+        #: Set to abandon a retry's wait (``binlake replicate`` stopping).
+        self.stop = stop if stop is not None else threading.Event()
         self._retry = Retry(
             lambda: probe_catalog(spark, self.target),
             Backoff.from_config(config.receiver),
@@ -133,7 +138,10 @@ class Maintainer:
             older = now - timedelta(seconds=config.orphan_min_age_s)
             return remove_orphan_files(self.spark, catalog, identifier, older)
 
-        counts = self._retry.run(work, self._refresh(table))
+        sync = warehouse_sync_for(self.target, unsynced_since=time.time_ns())
+        with sync.committing():
+            counts = self._retry.run(work, self._refresh(table))
+        sync.sync()  # Iceberg never fsyncs: the step's files are durable before the next one
         crash_point(f"maintain_after_{step.value}")
         return counts or {}
 
