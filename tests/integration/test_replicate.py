@@ -190,6 +190,24 @@ def test_tables_the_filters_do_not_select_have_no_say_in_where_a_new_state_folde
     assert_verify_passes(ours, spark)
 
 
+def test_one_transaction_batches_begin_with_the_relay_logs_opening_events_alone(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """``max_transactions = 1`` on a new state folder: the relay log's opening events (before
+    the source's first ROTATE: no source position) make a batch of their own that commits
+    nothing; each transaction after them is a batch of its own and lands once."""
+    database = "rep_one_per_batch"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)")
+    for row in range(4):
+        source.execute(f"INSERT INTO {database}.t VALUES ({row}, {row})")
+    source.execute(f"UPDATE {database}.t SET v = v + 1 WHERE id = 2")
+    config = config_for(tmp_path, source, spark, database, applier="max_transactions = 1\n")
+    replicate_in_process(config, spark)
+    assert_verify_passes(config, spark)
+    assert assert_history_is_exactly_once(config, spark) == {f"{database}.t": 5}
+
+
 def test_a_minimal_row_image_insert_is_refused_with_the_row_image_error(
     tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:

@@ -115,6 +115,10 @@ class BatchApplier:
         self.copy_holds = CopyHolds()
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
+        if not batch.transactions:
+            # Control events only (the relay log's opening events before the source's first
+            # ROTATE have no source position): nothing to commit, no position to carry.
+            return BatchResult()
         properties = commit_properties(batch, number)
         held = Counter(
             u.group.relay_file
