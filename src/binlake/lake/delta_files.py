@@ -118,14 +118,21 @@ class DeltaLayout:
         """Why this table must take MERGE rather than a row delta (None: it need not)."""
         if self.partitioned:
             return "the table is partitioned (equality deletes are scoped to one partition)"
-        if any(key.startswith("encryption.") for key in self.properties):
-            return "the table is encrypted (binlake writes plain Parquet files)"
         if self.format_version < 2:
             return f"the table is Iceberg format version {self.format_version} (row deltas need 2)"
         names = {c.name for c in self.columns}
         missing = [name for name in self.key if name not in names]
         if missing:
             return f"the key column(s) {', '.join(missing)} are not in the Iceberg schema"
+        return self.data_file_refusal()
+
+    def data_file_refusal(self) -> str | None:
+        """Why binlake cannot add data files it wrote itself to this table (None: it can):
+        files added without deletes (a snapshot's chunks) need no more than this."""
+        if self.partitioned:
+            return "the table is partitioned (binlake writes unpartitioned data files)"
+        if any(key.startswith("encryption.") for key in self.properties):
+            return "the table is encrypted (binlake writes plain Parquet files)"
         odd = [c for c in self.columns if arrow_type_of(c.type) is None]
         if odd:
             return (

@@ -44,9 +44,19 @@ point between storing and committing:
   types (cast and checked here, ``delta_files.fit``); a chunk with no deletes passes an empty
   table for them. A key must not be in two chunks' rows (checked per chunk; a table without a
   key, ``key=()``, is not checked). The files are stored, not committed;
+  or ``stage_stored(delta_table, locations, table)``: data files another writer already
+  stored in ``data_folder(delta_table)`` (a snapshot's chunk tasks on the executors write them
+  with ``layout.arrow_schema()`` and ``delta_files.parquet_options``);
+  ``layout.data_file_refusal()`` says why a table cannot take those;
 * ``commit(staged, properties, table) -> snapshot id``: one snapshot adding them, its summary
   carrying ``properties`` (``binlake.*`` keys only: the position and whatever the caller
   records), made even with no file. It runs on the driver, on every target (docs/spark.md).
+  A commit that loses to another writer's raises ``CommitConflictError`` (``spark_errors``):
+  the caller's one retry policy (``binlake.retry``; a copy's runner, ``waits_out``)
+  reads the table again and goes on from what it holds;
+* ``unreferenced(delta_table, prefix, table)`` / ``delete(...)``: files under the data folder
+  whose names start with ``prefix`` that no snapshot of the table's current state references
+  (stored by an attempt never committed), and their deletion through the table's ``FileIO``.
 
 Durability: neither the ``FileIO`` stream nor Iceberg fsyncs; for a local warehouse binlake's
 ``WarehouseSync`` fsyncs the files of every table whose metadata changed (these included) before
@@ -63,7 +73,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,7 +133,7 @@ class StagedDelta:
     """A row delta's files, stored in the warehouse, not yet committed."""
 
     table: DeltaTable
-    data_file: JavaObject | None
+    data_files: tuple[JavaObject, ...]
     delete_file: JavaObject | None
     rows: int
     deleted_keys: int
@@ -232,7 +242,8 @@ class RowDeltaWriter:
         self, target: DeltaTable, data: ParquetStaging, deleted: ParquetStaging, table: str
     ) -> StagedDelta:
         data_size, deleted_size = data.close(), deleted.close()
-        data_file = delete_file = None
+        data_files: list[JavaObject] = []
+        delete_file = None
         locations: list[str] = []
         with spark_errors(f"write row-delta files of {target.name}", table):
             spec = target.java.spec()
@@ -240,7 +251,9 @@ class RowDeltaWriter:
                 location, metrics = self._store(target, data.path, "data")
                 locations.append(location)
                 sorted_ = bool(target.layout.sort) and data.chunks == 1
-                data_file = self._data_file(target, spec, location, data_size, metrics, sorted_)
+                data_files.append(
+                    self._data_file(target, spec, location, data_size, metrics, sorted_)
+                )
             if deleted.rows:
                 location, metrics = self._store(target, deleted.path, "eq-deletes")
                 locations.append(location)
@@ -248,8 +261,32 @@ class RowDeltaWriter:
                     spec, location, deleted_size, metrics, target.layout
                 )
         return StagedDelta(
-            target, data_file, delete_file, data.rows, deleted.rows, tuple(locations)
+            target, tuple(data_files), delete_file, data.rows, deleted.rows, tuple(locations)
         )
+
+    def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
+        """Data files other writers already stored in the table's data folder (a snapshot's
+        chunk tasks, on the executors), staged for ``commit`` as ``stage``'s are: each a
+        ``DataFile`` with the metrics Iceberg's own writer records, read from its footer
+        through the table's ``FileIO``."""
+        c = self._iceberg
+        rows = 0
+        with spark_errors(f"read the data files to add to {target.name}", table):
+            io, spec = target.java.io(), target.java.spec()
+            metrics_config = c.metrics_config.forTable(target.java)
+            files = []
+            for location in locations:
+                source = io.newInputFile(location)
+                metrics = c.parquet_util.fileMetrics(source, metrics_config)
+                rows += int(metrics.recordCount())
+                files.append(
+                    c.data_files.builder(spec)
+                    .withInputFile(source)
+                    .withFormat(c.parquet)
+                    .withMetrics(metrics)
+                    .build()
+                )
+        return StagedDelta(target, tuple(files), None, rows, 0, tuple(locations))
 
     def _store(self, target: DeltaTable, staging: str, kind: str) -> tuple[str, Any]:
         """Stream the staging file into the table's FileIO; (location, Iceberg metrics)."""
@@ -305,6 +342,57 @@ class RowDeltaWriter:
             .build()
         )
 
+    # ---- the data folder: files stored by others, orphans ---------------------------------
+
+    def data_folder(self, target: DeltaTable, table: str) -> str:
+        """Where other writers store the table's data files (``stage_stored``):
+        ``write.data.path``, else ``<location>/data`` (Iceberg's default)."""
+        configured = target.layout.properties.get("write.data.path")
+        if configured:
+            return configured
+        with spark_errors(f"read the location of {target.name}", table):
+            return f"{str(target.java.location()).rstrip('/')}/data"
+
+    def unreferenced(
+        self, target: DeltaTable, prefix: str, table: str, keep: Collection[str] = ()
+    ) -> list[str]:
+        """Files in the table's data folder whose names start with ``prefix`` that its current
+        snapshot does not reference (stored by an attempt never committed), listed through
+        Hadoop's ``FileSystem``: any warehouse Iceberg reads. ``keep``: locations the caller
+        committed, or is about to commit: never in the answer; when the folder holds no
+        other, the table's file list (a Spark job) is not read."""
+        folder = self.data_folder(target, table)
+        kept = {_base(location) for location in keep}
+        with spark_errors(f"list the data files of {target.name}", table):
+            listed = [path for path in self._list(folder, prefix) if _base(path) not in kept]
+            if not listed:
+                return []
+            query = f"SELECT file_path FROM {target.name}.files"
+            referenced = {_base(str(row[0])) for row in self.spark.sql(query).collect()}
+        return [path for path in listed if _base(path) not in referenced]
+
+    def _list(self, folder: str, prefix: str) -> list[str]:
+        hadoop = self._jvm.org.apache.hadoop.fs
+        path = hadoop.Path(folder)
+        filesystem = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        if not filesystem.exists(path):
+            return []
+        out = []
+        for status in filesystem.listStatus(path):
+            entry = status.getPath()
+            if status.isFile() and str(entry.getName()).startswith(prefix):
+                out.append(str(entry.toString()))
+        return out
+
+    def delete(self, target: DeltaTable, locations: Sequence[str], table: str) -> None:
+        """Delete files no snapshot references, through the table's ``FileIO``."""
+        if not locations:
+            return
+        with spark_errors(f"delete orphan files of {target.name}", table):
+            io = target.java.io()
+            for location in locations:
+                io.deleteFile(location)
+
     # ---- warming up ------------------------------------------------------------------------
 
     def warm(self) -> None:
@@ -341,8 +429,8 @@ class RowDeltaWriter:
         with spark_errors(f"row-delta commit to {target.name}", table):
             transaction = target.java.newTransaction()
             delta = transaction.newRowDelta()
-            if staged.data_file is not None:
-                delta = delta.addRows(staged.data_file)
+            for data_file in staged.data_files:
+                delta = delta.addRows(data_file)
             if staged.delete_file is not None:
                 delta = delta.addDeletes(staged.delete_file)
             for key, value in props.items():
@@ -355,3 +443,7 @@ class RowDeltaWriter:
             move_tags(transaction, seen, snapshot_id, props)
             transaction.commitTransaction()
             return snapshot_id
+
+
+def _base(location: str) -> str:
+    return location.rstrip("/").rsplit("/", 1)[-1]

@@ -9,12 +9,14 @@ task reads its key range in a plain autocommit SELECT with binlake's own result-
 decodes it column by column and writes one Parquet file of the table (``chunk_task``,
 ``chunk_files``), and reports (path, rows, zero dates). As tasks finish, the driver commits the
 files of the chunks done so far *in key order* (the longest finished prefix: a chunk finishing
-early waits for those before it) in one Iceberg fast append (``binlake.lake.file_append``)
-carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` = ``{id, next, rows, done}``
-(``lake.snapshot_progress``): data and progress are one atomic commit, and ``next`` (the first
-key of the first chunk not committed) is all a resumed copy needs: it plans again from ``next``
-and reads nothing twice. When every chunk is committed the driver takes ``high``, then one last
-commit without files marks the copy done with ``consistent`` = ``high``.
+early waits for those before it) in one Iceberg commit through the lake's one file-commit path,
+the row delta's (``binlake.lake.row_delta``: ``stage_stored``, then ``commit``, as streaming's
+batches commit), carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` =
+``{id, next, rows, done}`` (``lake.snapshot_progress``): data and progress are one atomic
+commit, and ``next`` (the first key of the first chunk not committed) is all a resumed copy
+needs: it plans again from ``next`` and reads nothing twice. Once every chunk is read the
+driver takes ``high``, then one last commit adds the files of the chunks finished last (they
+wait for it: one commit less per copy) and marks the copy done with ``consistent`` = ``high``.
 
 **Why it is exact.** Row events carry whole images (``binlog_row_image=FULL``) and streaming
 applies them as upserts and deletes by key. Every chunk is read after ``low``, so it sees every
@@ -55,6 +57,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -70,7 +73,8 @@ from binlake.errors import (
 )
 from binlake.lake.chunk_jobs import ChunkJob
 from binlake.lake.commit import POSITION, latest_binlake_summary
-from binlake.lake.file_append import FileAppender, TableFiles
+from binlake.lake.delta_files import parquet_options
+from binlake.lake.row_delta import DeltaTable, RowDeltaWriter
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
 from binlake.lake.snapshot_progress import SNAPSHOT, VERSION, SnapshotProgress, progress_of
@@ -138,7 +142,7 @@ class TableCopier:
         self.chunk_rows, self.cores = chunk_rows, cores
         self.console = console
         self.stop = stop or threading.Event()
-        self.files = FileAppender(spark)
+        self.writer = RowDeltaWriter(spark)
         self.on_progress = on_progress
         self._job: ChunkJob | None = None
 
@@ -214,9 +218,9 @@ class TableCopier:
         low = resume.low
         if low is None and not table.changelog:
             low = self.reads.low_position(entry.table)
-        files = self.files.table_files(table.name, str(entry.table))
-        plan = self._chunk_plan(entry, shape, table, files, resume)
-        self._clean_orphans(entry, files, plan.files.prefix)
+        target = self._open(table.name, entry)
+        plan = self._chunk_plan(entry, shape, table, target, resume)
+        self._clean_orphans(entry, target, plan.files.prefix)
         run = _Run(self, entry, table, plan, resume, low)
         if resume.progress is None or resume.progress.next is not None:
             run.chunks()
@@ -228,7 +232,7 @@ class TableCopier:
             return
         if self.reads.shape(entry.table, self.lake.key_columns.get(entry.table)) != shape:
             raise _shape_changed(entry)
-        self._clean_orphans(entry, files, plan.files.prefix)
+        self._clean_orphans(entry, target, plan.files.prefix, run.stored_paths())
         crash_point("snapshot_before_high")
         high = run.low if table.changelog else self.reads.high_position()
         run.finish(high)
@@ -254,10 +258,16 @@ class TableCopier:
         entry: PlanEntry,
         shape: TableShape,
         table: LakeTable,
-        files: TableFiles,
+        target: DeltaTable,
         resume: _Resume,
     ) -> ChunkPlan:
-        target = FileTarget(files.data_dir, copy_prefix(entry), files.schema, files.options)
+        layout = target.layout
+        files = FileTarget(
+            self.writer.data_folder(target, str(entry.table)),
+            copy_prefix(entry),
+            layout.arrow_schema(),
+            parquet_options(layout.properties, deletes=False),
+        )
         start = resume.progress.next[0] if resume.progress and resume.progress.next else None
         ranges = self.reads.ranges(shape, chunk_rows=self.chunk_rows, cores=self.cores, start=start)
         return ChunkPlan(
@@ -267,17 +277,43 @@ class TableCopier:
             key=shape.split.name if shape.split is not None and len(ranges) > 1 else "",
             ranges=ranges,
             shape=self.reads.result_shape(shape),
-            files=target,
+            files=files,
             flavor=self.reads.flavor,
             positioned=table.changelog,
             changelog=table.changelog,
         )
 
-    def _clean_orphans(self, entry: PlanEntry, files: TableFiles, prefix: str) -> None:
-        """Delete the copy's files no commit references (attempts never committed)."""
-        orphans = self.files.unreferenced(files, prefix, str(entry.table))
+    def _open(self, name: str, entry: PlanEntry) -> DeltaTable:
+        """The Iceberg table loaded for file commits; a ``SnapshotError`` when binlake cannot
+        add the data files its tasks write (a table changed behind binlake)."""
+        target = self.writer.open(name, (), str(entry.table))
+        refusal = target.layout.data_file_refusal()
+        if refusal is not None:
+            raise SnapshotError(
+                f"{entry.table}: cannot copy into {name}: {refusal}",
+                table=str(entry.table),
+                hint="re-snapshot the table (binlake snapshot --tables) so that binlake "
+                "creates its Iceberg table anew",
+            )
+        return target
+
+    def append(
+        self, name: str, locations: list[str], properties: dict[str, str], entry: PlanEntry
+    ) -> None:
+        """One commit adding the chunk files ``locations`` with ``properties``, through the
+        row-delta writer (its ``open``, ``stage_stored``, ``commit``)."""
+        table = str(entry.table)
+        target = self.writer.open(name, (), table)
+        self.writer.commit(self.writer.stage_stored(target, locations, table), properties, table)
+
+    def _clean_orphans(
+        self, entry: PlanEntry, target: DeltaTable, prefix: str, keep: Collection[str] = ()
+    ) -> None:
+        """Delete the copy's files no commit references (attempts never committed); ``keep``:
+        the files of this run's chunks (committed, or waiting for the done mark)."""
+        orphans = self.writer.unreferenced(target, prefix, str(entry.table), keep)
         for i, path in enumerate(orphans):
-            self.files.delete(files.name, [path], str(entry.table))
+            self.writer.delete(target, [path], str(entry.table))
             if i == 0:
                 crash_point("snapshot_during_cleanup")
         if orphans:
@@ -309,9 +345,7 @@ class TableCopier:
             return
         name = self.lake.target.lake_table(entry.table)
         done = SnapshotProgress(entry.id, None, progress.consistent, progress.rows, True)
-        self.files.append(
-            name, [], {POSITION: str(low), SNAPSHOT: done.to_json()}, str(entry.table)
-        )
+        self.append(name, [], {POSITION: str(low), SNAPSHOT: done.to_json()}, entry)
 
 
 class CopyProgressSink:
@@ -345,6 +379,8 @@ class _Run:
         self.total = resume.progress.rows if resume.progress else 0
         self.rows = 0
         self.committed = 0
+        #: The files this run committed.
+        self.committed_paths: list[str] = []
         self.zero_dates: Counter[str] = Counter()
         self.failure: BinlakeError | None = None
         self._pending: dict[int, ChunkRecord] = {}
@@ -416,11 +452,18 @@ class _Run:
             self._next += 1
         if self._next == start or not self._files:
             return  # nothing new, or only empty chunks: the next commit covers them
+        if self._next == len(self.plan.ranges):
+            return  # the last chunks: their files go with the done mark (``finish``)
         ranges = self.plan.ranges
         following = ranges[self._next].lower if self._next < len(ranges) else None
         self._commit(self._files, None if following is None else (following,), done=False)
         self.committed += len(self._files)
+        self.committed_paths += self._files
         self._files = []
+
+    def stored_paths(self) -> list[str]:
+        """The files of this run's chunks: committed, or to be committed by ``finish``."""
+        return self.committed_paths + self._files
 
     def _commit(
         self, paths: list[str], following: tuple[object, ...] | None, *, done: bool
@@ -430,19 +473,19 @@ class _Run:
         properties = {POSITION: str(self.low), SNAPSHOT: progress.to_json()}
         if not done:
             crash_point("snapshot_before_chunk")
-        self.copier.files.append(self.table.name, paths, properties, str(self.entry.table))
+        self.copier.append(self.table.name, paths, properties, self.entry)
         if not done:
             crash_point("snapshot_after_chunk")
 
     def finish(self, high: SourcePosition | None) -> None:
-        """The last commit: files of empty trailing chunks' predecessors, if any, and done with
-        ``consistent`` = ``high``."""
+        """The last commit: the files of the chunks finished last (not committed on their own:
+        one commit less per copy), if any, and done with ``consistent`` = ``high``."""
         if self.low is None:  # a one-chunk copy of an empty table: its position is high's
             self.low = high if high is not None else self.copier.reads.high_position()
         consistent = high or self.low
         progress = SnapshotProgress(self.entry.id, None, consistent, self.total, True, next=None)
         properties = {POSITION: str(self.low), SNAPSHOT: progress.to_json()}
-        self.copier.files.append(self.table.name, self._files, properties, str(self.entry.table))
+        self.copier.append(self.table.name, self._files, properties, self.entry)
         self.committed += len(self._files)
         self._files = []
 
