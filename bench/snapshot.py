@@ -3,16 +3,20 @@
 
 On a sandbox MariaDB, one table per size ``db.t<rows>`` (INT key, VARCHAR(40), DECIMAL(12,2),
 DATETIME(6), BIGINT UNSIGNED; the SEQUENCE engine fills it), and a small warm-up table
-``db.t0_warmup``. For each size, one after the other:
+``db.t0_warmup``, and a 1,000-row table ``db.t0_xfixed`` (the per-copy fixed overhead). For each
+size, one after the other:
 
-- binlake: ``binlake snapshot --tables db.t0_warmup,db.t<rows>`` as a subprocess (its own Spark
-  session, ``local[N]``; chunks of ``[snapshot] chunk_rows`` rows read by Spark tasks, written
-  as Parquet files by the tasks, committed by the driver). ``db.t0_warmup`` is copied first in the
-  same process, so the session's first ``mapInArrow`` (Python workers importing pyarrow, the
-  JVM's Arrow path) is not charged to the measured table, as in a long-lived replicator. Timed
-  from the command's own line ``db.t<rows>: done, N rows in S s``; the subprocess's wall time
-  (with Spark's start) and the peak resident memory (VmHWM) of the Python driver and of its
-  JVM (which also runs the executors in local mode) are reported too.
+- binlake: ``binlake snapshot --tables db.t0_warmup,db.t0_xfixed,db.t<rows>`` as a subprocess
+  (its own Spark session, ``local[N]``; chunks of ``[snapshot] chunk_rows`` rows read by Spark
+  tasks, written as Parquet files by the tasks, committed by the driver). ``db.t0_warmup`` is
+  copied first in the same process, so the session's first ``mapInArrow`` (Python workers
+  importing pyarrow, the JVM's Arrow path) is not charged to the measured table, as in a
+  long-lived replicator. Timed from the command's own line ``db.t<rows>: done, N rows in S s``;
+  ``db.t0_xfixed``'s line, copied next, is the fixed cost of one copy (what a copy of a table
+  costs whatever its size: plan, low and high positions, one Spark job, its commits). The
+  subprocess's wall time (with Spark's start) and the peak resident memory (VmHWM, sampled
+  every 0.25 s from /proc) of the Python driver and of its JVM (which also runs the executors in
+  local mode) are reported too.
 - the reference: one Spark session built like binlake's plus the Debian MariaDB JDBC driver;
   ``spark.read.jdbc`` of ``db.t0_warmup`` (warm-up, untimed), then of the table in ``--partitions``
   partitions on ``id`` (as many as binlake's chunks run at once: its Spark cores) and
@@ -22,8 +26,9 @@ DATETIME(6), BIGINT UNSIGNED; the SEQUENCE engine fills it), and a small warm-up
 
 Checks that both Iceberg tables hold the table's rows, then prints per size: seconds and rows/s
 of each, the ratios binlake / JDBC and binlake / client read, binlake's wall time and peak RSS;
-then the largest size against the smallest (how each scales). Not a test; the default sizes
-are the issue's (1 M and 10 M rows): small sizes (``--sizes 20000``) only check that it runs.
+the fixed overhead; then the largest size against the smallest (how each scales). Not a test;
+the default sizes are the issue's (1 M and 10 M rows): small sizes (``--sizes 20000``) only
+check that it runs.
 
     .venv/bin/python bench/snapshot.py [--sizes 1000000,10000000] [--chunk-rows 250000]
         [--partitions 2] [--master local[2]]
@@ -57,6 +62,9 @@ FILL = (
 WARM_ROWS = 10_000
 #: The warm-up table: copies run in table-name order, and this name sorts first.
 WARM = "t0_warmup"
+#: The fixed-overhead table, copied right after the warm-up one (names sort in that order).
+FIXED = "t0_xfixed"
+FIXED_ROWS = 1_000
 DONE_LINE = r"^db\.{table}: (\w+), ([\d,]+) rows in ([\d,.]+) s$"
 
 
@@ -73,6 +81,8 @@ class Timing:
 @dataclass(frozen=True)
 class OurRun:
     copy: Timing
+    #: The copy of the 1,000-row table: binlake's fixed cost per copy.
+    fixed: Timing
     wall_seconds: float
     driver_kb: int
     jvm_kb: int
@@ -143,7 +153,7 @@ def _descendants(pid: int) -> list[int]:
 def binlake_snapshot(config: Path, rows: int) -> OurRun:
     table = table_name(rows)
     command = [sys.executable, "-m", "binlake.cli.main", "snapshot", "--config", str(config)]
-    command += ["--tables", f"db.{WARM},db.{table}"]
+    command += ["--tables", f"db.{WARM},db.{FIXED},db.{table}"]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     memory = PeakMemory(process.pid)
@@ -151,11 +161,18 @@ def binlake_snapshot(config: Path, rows: int) -> OurRun:
     stdout, stderr = process.communicate()
     wall = time.monotonic() - started
     memory.join()
-    match = re.search(DONE_LINE.format(table=table), stdout, re.MULTILINE)
-    if process.returncode != 0 or match is None or match.group(1) != "done":
+    if process.returncode != 0:
         raise SystemExit(f"binlake snapshot failed ({process.returncode}):\n{stdout}\n{stderr}")
-    copy = Timing(int(match.group(2).replace(",", "")), float(match.group(3).replace(",", "")))
-    return OurRun(copy, wall, memory.driver_kb, memory.jvm_kb)
+    copy, fixed = (done_line(stdout, name, stderr) for name in (table, FIXED))
+    return OurRun(copy, fixed, wall, memory.driver_kb, memory.jvm_kb)
+
+
+def done_line(stdout: str, table: str, stderr: str) -> Timing:
+    """The copy of ``table`` as ``binlake snapshot`` reported it."""
+    match = re.search(DONE_LINE.format(table=table), stdout, re.MULTILINE)
+    if match is None or match.group(1) != "done":
+        raise SystemExit(f"binlake snapshot did not copy db.{table}:\n{stdout}\n{stderr}")
+    return Timing(int(match.group(2).replace(",", "")), float(match.group(3).replace(",", "")))
 
 
 def jdbc_copy(spark: SparkSession, port: int, rows: int, partitions: int) -> Timing:
@@ -215,7 +232,8 @@ def run(folder: Path, sizes: list[int], args: argparse.Namespace) -> list[SizeRe
     sandbox = MariaDBSandbox(folder / "mariadb").start()
     try:
         sandbox.execute("CREATE DATABASE db")
-        for table, rows in [(WARM, WARM_ROWS)] + [(table_name(r), r) for r in sizes]:
+        fixed = [(WARM, WARM_ROWS), (FIXED, FIXED_ROWS)]
+        for table, rows in fixed + [(table_name(r), r) for r in sizes]:
             sandbox.execute(f"CREATE TABLE db.{table} {COLUMNS}")
             sandbox.execute(FILL.format(table=table, rows=rows))
         print(f"source: db.{WARM} ({WARM_ROWS:,} rows), " + ", ".join(f"{r:,}" for r in sizes))
@@ -243,11 +261,14 @@ def run(folder: Path, sizes: list[int], args: argparse.Namespace) -> list[SizeRe
 
 
 def report(results: list[SizeResult], args: argparse.Namespace) -> None:
-    print(f"chunk_rows {args.chunk_rows:,}; JDBC partitions {args.partitions}; {args.master}")
+    print(
+        f"chunk_rows {args.chunk_rows:,}; JDBC partitions {args.partitions}; {args.master}; "
+        f"fixed s: the copy of db.{FIXED} ({FIXED_ROWS:,} rows) in the same binlake run"
+    )
     print(
         f"{'rows':>11} {'binlake s':>9} {'rows/s':>10} {'JDBC s':>8} {'rows/s':>10} "
         f"{'client s':>8} {'rows/s':>10} {'vs JDBC':>8} {'vs client':>9} {'wall s':>7} "
-        f"{'driver MB':>9} {'JVM MB':>7}"
+        f"{'driver MB':>9} {'JVM MB':>7} {'fixed s':>7}"
     )
     for r in results:
         ours = r.ours.copy
@@ -256,7 +277,7 @@ def report(results: list[SizeResult], args: argparse.Namespace) -> None:
             f"{r.jdbc.rate:>10,.0f} {r.client.seconds:>8.1f} {r.client.rate:>10,.0f} "
             f"{ours.rate / r.jdbc.rate:>7.2f}x {ours.rate / r.client.rate:>8.2f}x "
             f"{r.ours.wall_seconds:>7.1f} {r.ours.driver_kb / 1024:>9.0f} "
-            f"{r.ours.jvm_kb / 1024:>7.0f}"
+            f"{r.ours.jvm_kb / 1024:>7.0f} {r.ours.fixed.seconds:>7.2f}"
         )
     if len(results) > 1:
         small, large = results[0], results[-1]
