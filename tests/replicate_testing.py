@@ -247,6 +247,16 @@ def run_replicate(
     )
 
 
+def start_replicate(config: Path, log_path: Path, *args: str) -> subprocess.Popen[str]:
+    """`binlake replicate *args` in the background, its output (both streams) in ``log_path``
+    (a file, not a pipe nobody drains while the test waits)."""
+    with log_path.open("w") as log:
+        return subprocess.Popen(
+            [*replicate_command(config), *args], stdout=log, stderr=subprocess.STDOUT,
+            text=True, env=replicate_env(),
+        )  # fmt: skip
+
+
 def run_armed(
     config: Path, crash_point: str, timeout: float = KILL_TIMEOUT_S
 ) -> tuple[subprocess.CompletedProcess[str], bool]:

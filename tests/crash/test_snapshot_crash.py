@@ -156,9 +156,15 @@ def test_a_resnapshot_killed_after_dropping_the_old_table_copies_it_on_restart(
 def test_a_table_altered_between_two_chunks_is_copied_again_with_its_new_shape(
     tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:
+    """A column added and the key's own type changed (the committed chunks hold INT keys, the
+    source's are BIGINT now, one past INT's range)."""
     database = "snapcrash_alter"
-    alter = f"ALTER TABLE {database}.big ADD COLUMN extra INT NOT NULL DEFAULT 5"
-    change_after_the_first_chunk(tmp_path, source, spark, database, alter)
+    alter = (
+        f"ALTER TABLE {database}.big MODIFY id BIGINT NOT NULL, "
+        "ADD COLUMN extra INT NOT NULL DEFAULT 5"
+    )
+    late = f"INSERT INTO {database}.big VALUES (5000000000, 'late', NULL, 6)"
+    change_after_the_first_chunk(tmp_path, source, spark, database, alter, late)
 
 
 def test_a_table_dropped_during_its_snapshot_ends_the_copy_and_the_rest_replicates(

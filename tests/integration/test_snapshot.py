@@ -7,9 +7,9 @@ it are strictly after its position).
 
 from __future__ import annotations
 
+import os
 import random
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +20,7 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.errors import SourceConnectionLostError
-from binlake.lake.commit import current_lineage
+from binlake.lake.commit import Snapshot, current_lineage
 from binlake.lake.snapshot_progress import progress_of
 from binlake.lake.target import lake_target
 from binlake.snapshot.cells import as_binary_view, locate
@@ -33,11 +33,11 @@ from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
+    lake_warehouse,
     module_source,
-    replicate_command,
-    replicate_env,
     replicate_in_process,
     run_binlake,
+    start_replicate,
 )
 
 BIG_ROWS = 200_000
@@ -53,8 +53,9 @@ def snapshot_config(
     spark: object,
     database: str,
     target: TargetSetup | None = None,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> Path:
-    snapshot = f"chunk_rows = {CHUNK_ROWS}\n"
+    snapshot = f"chunk_rows = {chunk_rows}\n"
     return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 
@@ -143,20 +144,19 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
     tmp_path: Path, source: MariaDBSandbox, spark: object, target: TargetSetup
 ) -> None:
     """`binlake snapshot` hands the tables to the running replicator, which copies them again
-    (here: repairing rows deleted in the lake behind its back) while it keeps streaming; on
-    the embedded catalog and on the JDBC catalog."""
+    (here: repairing rows deleted in the lake behind its back) while it keeps streaming: the
+    changes of another table land between two chunk commits of the copy (its lag stays low);
+    on the embedded catalog and on the JDBC catalog."""
     database = f"snap_online{target.suffix}"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)")
     source.execute(f"INSERT INTO {database}.t SELECT seq, seq FROM {database}.seq_1_to_5000")
-    config_path = snapshot_config(tmp_path, source, spark, database, target)
+    source.execute(f"CREATE TABLE {database}.other (id INT PRIMARY KEY, v INT)")
+    source.execute(f"INSERT INTO {database}.other VALUES (1, 0)")
+    config_path = snapshot_config(tmp_path, source, spark, database, target, chunk_rows=500)
     config = load_config(config_path)
-    log_path = tmp_path / "replicate.log"  # a file, not a pipe nobody drains while we wait
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            replicate_command(config_path), stdout=log, stderr=subprocess.STDOUT,
-            text=True, env=replicate_env(),
-        )  # fmt: skip
+    log_path = tmp_path / "replicate.log"
+    process = start_replicate(config_path, log_path)
     try:
         plan = SnapshotPlan(config.state.snapshot_plan_path)
 
@@ -167,30 +167,74 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
         name = lake_target(config).lake_table(TableName(database, "t"))
         spark.sql(f"DELETE FROM {name} WHERE id <= 100")  # type: ignore[attr-defined]
         assert process.poll() is None, log_path.read_text()
-        asked = run_binlake("snapshot", config_path, "--tables", f"{database}.t", timeout=120)
-        assert asked.returncode == 0 and "handed to the running replicator" in asked.stdout, (
-            asked.stdout + asked.stderr
-        )
-        source.execute(f"UPDATE {database}.t SET v = -v WHERE id <= 10")
-        requests = config.state.snapshot_requests_dir
-        wait_for(lambda: not list(requests.iterdir()) and not plan.read(), log_path)
-        wait_for(lambda: lake_count(spark, name) == 5000, log_path)
+        with OtherTableWriter(source, f"{database}.other"):
+            asked = run_binlake("snapshot", config_path, "--tables", f"{database}.t", timeout=120)
+            assert asked.returncode == 0 and "handed to the running replicator" in asked.stdout, (
+                asked.stdout + asked.stderr
+            )
+            source.execute(f"UPDATE {database}.t SET v = -v WHERE id <= 10")
+            requests = config.state.snapshot_requests_dir
+            wait_for(lambda: not list(requests.iterdir()) and not plan.read(), log_path)
+            wait_for(lambda: lake_count(spark, name) == 5000, log_path)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=120)
     output = log_path.read_text()
     assert process.returncode == 0, output
     assert f"copying {database}.t (requested)" in output
+    copy = last_copy(spark, name)
+    assert len(copy) >= 2, "the requested copy of 5,000 rows in chunks of 500 committed once"
+    other = lake_target(config).lake_table(TableName(database, "other"))
+    between = [
+        s for s in current_lineage(spark, other)  # type: ignore[arg-type]
+        if copy[0].committed_at < s.committed_at < copy[-1].committed_at
+    ]  # fmt: skip
+    assert between, "no change of the other table landed while the copy of t ran"
     replicate_in_process(config_path, spark)
     assert_verify_passes(config_path, spark)
     assert_history_is_exactly_once(config_path, spark)
 
 
-def wait_for(condition: Callable[[], bool], log_path: Path, timeout: float = 180.0) -> None:
+class OtherTableWriter(threading.Thread):
+    """Updates one row of ``table`` every 50 ms while in its ``with`` block."""
+
+    def __init__(self, source: MariaDBSandbox, table: str) -> None:
+        super().__init__(daemon=True)
+        self.source, self.table = source, table
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with self.source.connect() as conn, conn.cursor() as cursor:
+            while not self.stop.wait(0.05):
+                cursor.execute(f"UPDATE {self.table} SET v = v + 1")
+                conn.commit()
+
+    def __enter__(self) -> OtherTableWriter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join()
+
+
+def last_copy(spark: object, name: str) -> list[Snapshot]:
+    """The chunk commits of the table's newest copy, oldest first."""
+    lineage = current_lineage(spark, name)  # type: ignore[arg-type]
+    ids = [p.id for s in lineage if (p := progress_of(s.summary)) is not None]
+    return [
+        s for s in reversed(lineage)
+        if (p := progress_of(s.summary)) is not None and p.id == ids[0] and not p.done
+    ]  # fmt: skip
+
+
+def wait_for(
+    condition: Callable[[], bool], log_path: Path, timeout: float = 180.0, poll_s: float = 0.5
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out; replicate printed:\n" + log_path.read_text()
-        time.sleep(0.5)
+        time.sleep(poll_s)
 
 
 def chunk_count(config_path: Path, spark: object, table: str) -> int:
@@ -233,3 +277,85 @@ def test_a_chunk_read_killed_on_the_server_is_a_lost_connection_spark_retries(
         with conn.cursor() as cursor:
             cursor.execute("SELECT 42")
             assert cursor.fetchone() == (42,)
+
+
+#: A fault during a copy, and the target it runs on (the executor is lost on the cluster).
+FAULTS = [
+    pytest.param("source_restarted", "embedded", id="source_restarted"),
+    pytest.param("chunk_read_killed", "embedded", id="chunk_read_killed"),
+    pytest.param("executor_lost", "cluster-jdbc", id="executor_lost"),
+]
+
+
+@pytest.mark.parametrize(("fault", "target"), FAULTS, indirect=["target"])
+def test_a_copy_hit_by_a_fault_mid_way_goes_on_with_every_row_once(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: object,
+    target: TargetSetup,
+    fault: str,
+) -> None:
+    """Once the copy's first chunk file is written: the source restarted, the read of a chunk
+    killed on the server (``KILL QUERY``), or the executor JVM killed on the cluster. The copy
+    retries its tasks or resumes after its committed chunks on its own, `binlake replicate`
+    exits 0 with no stack trace in its output, and every row lands exactly once."""
+    database = f"snap_{fault}{target.suffix}"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v VARCHAR(20))")
+    source.execute(
+        f"INSERT INTO {database}.t SELECT seq, CONCAT('r', seq) FROM {database}.seq_1_to_2000"
+    )
+    config = snapshot_config(tmp_path, source, spark, database, target, chunk_rows=100)
+    root = lake_warehouse(spark) if target.embedded else request.getfixturevalue("jdbc_warehouse")
+    log_path = tmp_path / "replicate.log"
+    process = start_replicate(config, log_path, "--until-caught-up")
+    try:
+        chunk_files = f"*{database}*/**/binlake-copy-*.parquet"
+        wait_for(lambda: any(root.glob(chunk_files)), log_path, poll_s=0.05)
+        if fault == "source_restarted":
+            source.restart()
+        elif fault == "chunk_read_killed":
+            assert kill_a_chunk_read(source, database), log_path.read_text()
+        else:
+            assert target.cluster is not None
+            pids = target.cluster.executor_pids()
+            assert pids, "no executor to kill"
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+        assert process.wait(300) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = log_path.read_text()
+    assert "\tat " not in output and "Traceback" not in output, output
+    assert f"snapshot: {database}.t: " in output and " rows copied in " in output, output
+    assert fault != "executor_lost" or "Lost executor" in output, output
+    replicate_in_process(config, spark)  # what the source logged since (a restart rotates)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+
+
+def kill_a_chunk_read(source: MariaDBSandbox, database: str) -> int:
+    """Hold the table (``LOCK TABLES ... WRITE``) until a chunk's SELECT waits for it, ``KILL
+    QUERY`` the waiting reads, then let the table go; how many were killed."""
+    pattern = f"SELECT %FROM `{database}`.`t` WHERE%"
+    with source.connect() as locker, locker.cursor() as cursor:
+        cursor.execute(f"LOCK TABLES {database}.t WRITE")
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                cursor.execute(
+                    "SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE %s "
+                    "AND STATE LIKE %s",
+                    (pattern, "%metadata lock%"),
+                )
+                waiting = [row[0] for row in cursor.fetchall()]
+                for thread in waiting:
+                    cursor.execute(f"KILL QUERY {thread}")
+                if waiting:
+                    return len(waiting)
+                time.sleep(0.05)
+            return 0
+        finally:
+            cursor.execute("UNLOCK TABLES")
