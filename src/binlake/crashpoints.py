@@ -71,8 +71,8 @@ POINTS: dict[str, str] = {
     "not yet committed",
     "snapshot_during_cleanup": "snapshot: the first of a copy's uncommitted chunk files deleted, "
     "the others not yet",
-    "snapshot_before_high": "snapshot: every chunk read, its files stored, the last ones not yet "
-    "committed (they go with the done mark), the high position not yet read",
+    "snapshot_before_high": "snapshot: every chunk committed, the high position not yet read nor "
+    "the copy marked done",
     "snapshot_after_replace": "re-snapshot: the old Iceberg table dropped, the first chunk not "
     "yet committed",
     "snapshot_before_done": "snapshot: a table's last chunk committed, not yet removed from "

@@ -14,9 +14,9 @@ the row delta's (``binlake.lake.row_delta``: ``stage_stored``, then ``commit``, 
 batches commit), carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` =
 ``{id, next, rows, done}`` (``lake.snapshot_progress``): data and progress are one atomic
 commit, and ``next`` (the first key of the first chunk not committed) is all a resumed copy
-needs: it plans again from ``next`` and reads nothing twice. Once every chunk is read the
-driver takes ``high``, then one last commit adds the files of the chunks finished last (they
-wait for it: one commit less per copy) and marks the copy done with ``consistent`` = ``high``.
+needs: it plans again from ``next`` and reads nothing twice. When every chunk is committed the
+driver takes ``high``, then one last commit without files marks the copy done with
+``consistent`` = ``high``.
 
 **Why it is exact.** Row events carry whole images (``binlog_row_image=FULL``) and streaming
 applies them as upserts and deletes by key. Every chunk is read after ``low``, so it sees every
@@ -310,7 +310,7 @@ class TableCopier:
         self, entry: PlanEntry, target: DeltaTable, prefix: str, keep: Collection[str] = ()
     ) -> None:
         """Delete the copy's files no commit references (attempts never committed); ``keep``:
-        the files of this run's chunks (committed, or waiting for the done mark)."""
+        the files this run committed (the table's file list is read only for others)."""
         orphans = self.writer.unreferenced(target, prefix, str(entry.table), keep)
         for i, path in enumerate(orphans):
             self.writer.delete(target, [path], str(entry.table))
@@ -452,8 +452,6 @@ class _Run:
             self._next += 1
         if self._next == start or not self._files:
             return  # nothing new, or only empty chunks: the next commit covers them
-        if self._next == len(self.plan.ranges):
-            return  # the last chunks: their files go with the done mark (``finish``)
         ranges = self.plan.ranges
         following = ranges[self._next].lower if self._next < len(ranges) else None
         self._commit(self._files, None if following is None else (following,), done=False)
@@ -462,7 +460,8 @@ class _Run:
         self._files = []
 
     def stored_paths(self) -> list[str]:
-        """The files of this run's chunks: committed, or to be committed by ``finish``."""
+        """The files of this run's chunks: committed, or to be committed by ``finish``
+        (files of empty trailing chunks' predecessors)."""
         return self.committed_paths + self._files
 
     def _commit(
@@ -478,8 +477,8 @@ class _Run:
             crash_point("snapshot_after_chunk")
 
     def finish(self, high: SourcePosition | None) -> None:
-        """The last commit: the files of the chunks finished last (not committed on their own:
-        one commit less per copy), if any, and done with ``consistent`` = ``high``."""
+        """The last commit: files of empty trailing chunks' predecessors, if any, and done with
+        ``consistent`` = ``high``."""
         if self.low is None:  # a one-chunk copy of an empty table: its position is high's
             self.low = high if high is not None else self.copier.reads.high_position()
         consistent = high or self.low
