@@ -21,7 +21,7 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.errors import ConfigError, RowImageError, SourcePositionLostError, StatementFormatError
-from binlake.lake.table_actions import read_lake_schema
+from binlake.lake.table_actions import read_lake_schema, table_exists
 from binlake.lake.target import lake_target
 from binlake.metrics import ROWS_APPLIED
 from binlake.storage.snapshot_plan import write_request
@@ -100,6 +100,8 @@ def test_ddl_is_applied_in_order_add_rename_widen_drop_truncate(
         f"ALTER TABLE {database}.items DROP COLUMN qty",
         f"DELETE FROM {database}.items WHERE id = 4",
         f"INSERT INTO {database}.items VALUES (6,'f',NULL)",
+        f"RENAME TABLE {database}.logbook TO {database}.journal",
+        f"INSERT INTO {database}.journal VALUES (8,'renamed')",
     ]
     for statement in statements:
         source.execute(statement)
@@ -119,8 +121,10 @@ def test_ddl_is_applied_in_order_add_rename_widen_drop_truncate(
         (5, "e"),
         (6, "f"),
     ]
-    logbook = lake.lake_table(TableName(database, "logbook"))
-    assert [r["id"] for r in spark.sql(f"SELECT id FROM {logbook}").collect()] == [7]  # type: ignore[attr-defined]
+    journal = lake.lake_table(TableName(database, "journal"))  # renamed in the catalog
+    ids = spark.sql(f"SELECT id FROM {journal} ORDER BY id").collect()  # type: ignore[attr-defined]
+    assert [r["id"] for r in ids] == [7, 8]
+    assert not table_exists(spark, lake.lake_table(TableName(database, "logbook")))  # type: ignore[arg-type]
 
 
 def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(

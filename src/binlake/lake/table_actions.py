@@ -265,7 +265,10 @@ def _move(
     replicated."""
     renames = catalog_can_rename(spark, old) if can_rename is None else can_rename
     if renames and not table_exists(spark, new):
-        _sql(spark, f"ALTER TABLE {old} RENAME TO {new}", old)
+        # RENAME TO names the new table inside the old one's catalog: without the catalog part
+        # (Spark passes every part to the catalog, which would take it for a namespace).
+        within = ".".join(quote(part) for part in split_name(new)[1:])
+        _sql(spark, f"ALTER TABLE {old} RENAME TO {within}", old)
         return
     schema = read_lake_schema(spark, old, source)
     for statement in create_table_statements(new, schema):
