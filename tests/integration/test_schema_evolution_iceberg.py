@@ -7,13 +7,14 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.ddl.parse import DdlStatement, parse_ddl
-from binlake.lake.commit import latest_binlake_summary
+from binlake.lake.commit import execute_with_commit_properties, latest_binlake_summary
 from binlake.lake.schema import changelog_schema, plan_evolution, target_schema
 from binlake.lake.sql import create_table_statements, table_name
 from binlake.lake.table_actions import (
@@ -190,8 +191,14 @@ def test_truncate_deletes_all_rows_in_a_positioned_commit(spark: SparkSession) -
     assert summary is not None and summary["binlake.position"] == "mariadb-bin.000002:700"
 
 
+#: How a table is moved: renamed by the catalog (JDBC catalogs, the embedded SQLite one), or
+#: copied where the catalog cannot rename (Hadoop catalogs).
+MOVES = pytest.mark.parametrize("can_rename", [True, False], ids=["rename", "copy"])
+
+
+@MOVES
 def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside(
-    spark: SparkSession,
+    spark: SparkSession, can_rename: bool
 ) -> None:
     ns = namespace()
     table = create(spark, ORDERS, ns)
@@ -210,7 +217,7 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
     marker = spark.sql(f"SHOW TBLPROPERTIES {table} ('{DROPPED_AT_PROPERTY}')").collect()
     assert marker[0][1] == drop_at
 
-    assert not catalog_can_rename(spark, table)  # Hadoop catalog: moved by copy
+    assert catalog_can_rename(spark, table)  # the embedded catalog (SQLite, JDBC) renames
     for _ in range(2):
         run_table_action(
             spark,
@@ -218,6 +225,7 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
             lake_table=lake,
             position="mariadb-bin.000002:900",
             commit_properties=position(900),
+            can_rename=can_rename,
         )
     aside = dropped_table_name(table, drop_at)
     assert aside.endswith("`orders__dropped_000002_800`")
@@ -232,18 +240,24 @@ def test_kept_dropped_table_stays_until_the_source_recreates_it_then_moves_aside
         lake_table=lake,
         position="mariadb-bin.000002:900",
         commit_properties=position(900),
+        can_rename=can_rename,
     )
     assert table_exists(spark, recreated) and rows(spark, recreated) == []
 
 
+@MOVES
 def test_rename_moves_rows_key_and_position_and_drop_removes_the_table(
-    spark: SparkSession,
+    spark: SparkSession, can_rename: bool
 ) -> None:
     ns = namespace()
     table = create(spark, ORDERS, ns)
     spark.sql(f"INSERT INTO {table} VALUES (1, 'apple', 3, 1.50, 1)")
     target = table_name("lake", [ns], "orders_v2")
     lake = {N("shop.orders"): table, N("shop.orders_v2"): target}.__getitem__
+    spark.sql(f"INSERT INTO {table} VALUES (2, 'pear', 1, 0.50, 1)")
+    execute_with_commit_properties(
+        spark, f"DELETE FROM {table} WHERE id = 2", position(900), "shop.orders", lake_table=table
+    )
     for _ in range(2):  # replayed: the old table is gone, nothing more to do
         run_table_action(
             spark,
@@ -251,12 +265,17 @@ def test_rename_moves_rows_key_and_position_and_drop_removes_the_table(
             lake_table=lake,
             position="mariadb-bin.000002:1000",
             commit_properties=position(1000),
+            can_rename=can_rename,
         )
     assert not table_exists(spark, table)
     assert rows(spark, target) == [(1, "apple", 3, Decimal("1.50"), 1)]
     assert read_lake_schema(spark, target, N("shop.orders_v2")).key == ("id",)
     summary = latest_binlake_summary(spark, target)
-    assert summary is not None and summary["binlake.position"] == "mariadb-bin.000002:1000"
+    # A rename keeps the table's snapshots (its position: no transaction of the table lies
+    # between it and the RENAME, or it would have been applied first); a copy commits at the
+    # RENAME's position.
+    moved_at = "mariadb-bin.000002:900" if can_rename else "mariadb-bin.000002:1000"
+    assert summary is not None and summary["binlake.position"] == moved_at
 
     run_table_action(
         spark,

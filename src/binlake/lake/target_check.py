@@ -205,9 +205,12 @@ def probe_catalog(spark: SparkSession, target: LakeTarget) -> str:
         with spark_errors(statement):
             count = len(spark.sql(statement).collect())
     except CatalogError as error:
-        error.catalog = error.catalog or target.catalog
+        # The statement names this catalog: the error is its (Spark's own guess, the one
+        # catalog with a uri in the session's start-up conf, may be another one, e.g. the
+        # embedded catalog's SQLite file).
+        error.catalog = target.catalog
         uri = target.spark_conf.get(f"spark.sql.catalog.{target.catalog}.uri")
-        error.uri = error.uri or (None if uri is None else redact_url(uri))
+        error.uri = None if uri is None else redact_url(uri)
         raise
     return f"catalog {target.catalog} answers ({count} namespace(s)) at {target.location}"
 
