@@ -246,6 +246,9 @@ def run(folder: Path, sizes: list[int], args: argparse.Namespace) -> list[SizeRe
             app_name="binlake-snapshot-reference",
             warehouse=folder / "warehouse",
             jars=(str(JDBC_JAR),),
+            # Spark's JDBC read into Iceberg's writer holds a partition's dictionary pages on
+            # the heap: 1 GB (binlake's default, enough for binlake's copy) ran out at 1 M rows.
+            conf={"spark.driver.memory": "4g"},
         )
         spark = build_session(settings)
         try:
