@@ -7,8 +7,8 @@ of every table's snapshot history. The type coverage runs on three targets (the 
 catalog; Iceberg's JDBC catalog on PostgreSQL; the JDBC catalog from a Spark standalone
 cluster, where `binlake replicate` runs as its own process and the rows cross to executors),
 streamed, then (embedded and cluster) copied again by a snapshot whose chunks Spark tasks
-read (on the cluster's executor there); the DDL sequence on the first two (both catalogs
-rename tables).
+read (on the cluster's executor there); the DDL sequence and a configured layout on the first
+two (both catalogs rename tables; a layout is applied by the catalog's create).
 """
 
 from __future__ import annotations
@@ -264,15 +264,16 @@ def test_an_empty_relay_log_behind_a_purged_source_binlog_stops_with_position_lo
     assert "re-snapshot" in caught.value.hint
 
 
+@pytest.mark.parametrize("target", ["embedded", "jdbc"], indirect=True)
 def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+    tmp_path: Path, source: MariaDBSandbox, spark: object, target: TargetSetup
 ) -> None:
     """``[tables.layout."db.t"]`` (issue 14): the table binlake creates has the configured
     partition spec and sort order; inserts, updates (one moving a row to another day's
     partition) and deletes land exactly, by MERGE (a row delta's equality deletes would be
     scoped to one partition); a layout naming a column the table lacks stops replicate with a
     ConfigError naming the key."""
-    database = "rep_layout"
+    database = f"rep_layout{target.suffix}"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(
         f"CREATE TABLE {database}.orders (id INT PRIMARY KEY, at DATETIME, cust INT, note TEXT)"
@@ -286,7 +287,7 @@ def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
         f'[tables.layout."{database}.orders"]\n'
         'partition = ["days(at)", "bucket(4, id)"]\nsort = ["cust DESC", "id"]\n'
     )
-    config_path = config_for(tmp_path, source, spark, database, tables=layout)
+    config_path = config_for(tmp_path, source, spark, database, tables=layout, target=target)
     replicate_in_process(config_path, spark)
     assert_verify_passes(config_path, spark)
     assert_history_is_exactly_once(config_path, spark)
@@ -309,7 +310,7 @@ def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
     source.execute(f"CREATE TABLE {database}.other (id INT PRIMARY KEY, v INT)")
     source.execute(f"INSERT INTO {database}.other VALUES (1, 1)")
     bad = f'[tables.layout."{database}.other"]\npartition = ["days(at)"]\n'
-    config_path = config_for(tmp_path, source, spark, database, tables=layout + bad)
+    config_path = config_for(tmp_path, source, spark, database, tables=layout + bad, target=target)
     with pytest.raises(ConfigError, match="names the column 'at'") as caught:
         replicate_in_process(config_path, spark)
     assert caught.value.field == f'tables.layout."{database}.other".partition'
