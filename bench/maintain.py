@@ -67,7 +67,8 @@ def measure(spark: SparkSession, table: str, rows: int, label: str) -> dict[str,
     health = table_health(spark, table, 32 * 1024 * 1024)
     say(
         f"{label} {table}: {health.data_files} data files ({health.small_files} small), "
-        f"{health.delete_files} delete files, {health.manifests} manifests, "
+        f"{health.delete_files} delete files (and {health.dangling_deletes} dangling), "
+        f"{health.manifests} manifests, "
         f"{health.snapshots} snapshots"
     )
     out = {}

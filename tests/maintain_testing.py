@@ -58,8 +58,9 @@ _TRIP = {
 
 def maintaining_only(step: str) -> str:
     """A ``[maintenance]`` section under which ``step`` is the only one to run before orphan
-    removal (which always runs)."""
-    body = "".join(_TRIP[s] if s == step else text for s, text in _NEVER.items())
+    removal (which always runs); ``prune`` follows a compaction (both run)."""
+    tripped = "compact" if step == "prune" else step
+    body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
     return f"[maintenance]\n{body}orphan_min_age_s = 86400\n"
 
 

@@ -80,6 +80,8 @@ POINTS: dict[str, str] = {
     # maintenance (maintain/runner.py)
     "maintain_after_compact": "maintain: a table's compaction committed (rewrite_data_files), "
     "its next step not yet run",
+    "maintain_after_prune": "maintain: a table's dangling delete files removed (one RewriteFiles "
+    "commit), its next step not yet run",
     "maintain_after_manifests": "maintain: a table's manifests rewritten, its next step not yet "
     "run",
     "maintain_after_expire": "maintain: a table's snapshots expired (and their files deleted), "

@@ -111,12 +111,19 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     done = maintainer.maintain(keyed)
     assert [r.planned.step for r in done.runs] == list(Step)
     assert done.runs[0].counts["rewritten_data_files_count"] == planned.health.data_files
-    after = table_health(spark, f"lake.{database}.keyed", 1 << 20)  # type: ignore[arg-type]
-    # One data file; the equality delete file it was rewritten past stays until the next
-    # compaction (docs/architecture.md, "Maintenance"), applying to nothing.
-    assert after.data_files == 1 and after.delete_files <= planned.health.delete_files, after
+    # The compaction leaves the equality deletes it applied (none above the rewritten file's
+    # sequence number): the pruning removes them, in one more commit.
+    assert done.runs[1].counts["removed_dangling_delete_files_count"] > 0, done.runs
+    name = f"lake.{database}.keyed"
+    after = table_health(spark, name, 1 << 20)  # type: ignore[arg-type]
+    assert after.data_files == 1 and after.delete_files == after.dangling_deletes == 0, after
+    assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
     assert after.snapshots == 2, "the newest (manifest rewrite), and the tagged one"
     assert not old.exists() and young.exists(), "only orphans older than the bound go"
+    assert_verify_passes(config, spark)
+    again = maintainer.maintain(keyed, dry_run=True)
+    assert Step.COMPACT not in [p.step for p in again.planned], again
+    assert Step.PRUNE not in [p.step for p in again.planned], again
     maintainer.maintain(tables[1])
     write_changes(source, database, 100)
     replicate_in_process(config, spark)

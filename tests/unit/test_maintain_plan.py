@@ -21,6 +21,7 @@ def health(**fields: object) -> TableHealth:
     base: dict[str, object] = {
         "data_files": 10,
         "delete_files": 0,
+        "dangling_deletes": 0,
         "small_files": 0,
         "manifests": 1,
         "snapshots": 5,
@@ -37,12 +38,17 @@ def test_a_healthy_table_only_gets_its_orphan_files_looked_for() -> None:
     assert steps(health()) == [Step.ORPHANS]
 
 
-def test_delete_files_per_data_file_or_small_files_trip_a_compaction() -> None:
+def test_delete_files_per_data_file_or_small_files_trip_a_compaction_then_a_pruning() -> None:
     assert steps(health(delete_files=4)) == [Step.ORPHANS]
-    assert steps(health(delete_files=5)) == [Step.COMPACT, Step.ORPHANS]
-    assert steps(health(small_files=16)) == [Step.COMPACT, Step.ORPHANS]
+    assert steps(health(delete_files=5)) == [Step.COMPACT, Step.PRUNE, Step.ORPHANS]
+    assert steps(health(small_files=16)) == [Step.COMPACT, Step.PRUNE, Step.ORPHANS]
     assert steps(health(delete_files=1), delete_files_per_data_file=0.0)[0] is Step.COMPACT
     assert steps(health(), delete_files_per_data_file=0.0) == [Step.ORPHANS], "no delete file"
+
+
+def test_dangling_delete_files_are_pruned_and_never_trip_a_compaction() -> None:
+    dangling = health(dangling_deletes=7)
+    assert steps(dangling, delete_files_per_data_file=0.0) == [Step.PRUNE, Step.ORPHANS]
 
 
 def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> None:

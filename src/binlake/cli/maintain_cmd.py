@@ -1,6 +1,7 @@
 """`binlake maintain --config F [--tables DB.T,...] [--dry-run]`: per replicated table, the
 maintenance its health calls for (``binlake.maintain``): compaction of data and delete files,
-manifest rewrite, snapshot expiry, orphan-file removal, by the thresholds of ``[maintenance]``.
+removal of the delete files left applying to nothing, manifest rewrite, snapshot expiry,
+orphan-file removal, by the thresholds of ``[maintenance]``.
 
 Runs beside a running `binlake replicate` (it takes no lock: nothing it does moves a position);
 ``--dry-run`` prints each table's numbers and the steps they call for, and changes nothing.
@@ -19,7 +20,8 @@ from binlake.config import load_config
 def register(commands: Any) -> None:
     maintain = commands.add_parser(
         "maintain",
-        help="compact, rewrite manifests, expire snapshots and remove orphan files of the "
+        help="compact (then remove dangling delete files), rewrite manifests, expire snapshots "
+        "and remove orphan files of the "
         "replicated tables whose [maintenance] thresholds trip (safe beside replicate)",
     )
     maintain.add_argument(

@@ -5,14 +5,17 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
   manifests of the current snapshot, snapshots and the oldest one's time;
 * ``compact``: ``rewrite_data_files`` with ``delete-file-threshold`` 1 (every data file a delete
   file applies to is rewritten, its deletes applied: binlake's row deltas write equality
-  deletes, MERGE position deletes) and ``remove-dangling-deletes``. Rewritten files keep the
-  data sequence number the rewrite started from (Iceberg's default), so a row delta committed
-  meanwhile still deletes the rows it replaced in them. Measured on Iceberg 1.10.2, unpartitioned
-  tables: 2 data files and 1 equality delete file became 1 data file and the delete file stayed;
-  16 data files and 12 delete files (20 binlake commits, ``bench/maintain.py``) became 1 data
-  file and 10 delete files, with ``use-starting-sequence-number`` false as well. The delete
-  files left apply to no data file any more (reads are correct), but scans still list them:
-  removing them is an open item (docs/architecture.md, "Maintenance");
+  deletes, MERGE position deletes). Rewritten files keep the data sequence number the rewrite
+  started from (Iceberg's default), so a row delta committed meanwhile still deletes the rows it
+  replaced in them;
+* ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
+  apply to no live data file (``DANGLING``, Iceberg's own rule). Measured on Iceberg 1.10.2: the
+  compaction alone left 10 of 12 equality delete files of an unpartitioned table in its current
+  snapshot (their sequence numbers are at or below the one the rewritten file keeps, and an
+  equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes`` option
+  does nothing on a table with one unpartitioned spec (it leaves that to the commit-time drop of
+  ``MergingSnapshotProducer``, which drops only deletes *older* than every data file, and only
+  in the delete manifests the commit rewrites); this step applies the rule on every table;
 * ``rewrite_manifests``, ``expire_snapshots`` (``older_than``, ``retain_last``: the snapshots
   binlake's tags reference are kept by Iceberg itself, ``binlake.lake.applied_tag``),
   ``remove_orphan_files`` (``older_than``; Iceberg refuses a bound less than a day old).
@@ -29,6 +32,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from binlake.lake.applied_tag import load_table
 from binlake.lake.spark_errors import spark_errors
 from binlake.lake.sql import quote
 
@@ -38,6 +42,13 @@ COMPACT_OPTIONS = {
     "min-input-files": "2",
     "remove-dangling-deletes": "true",
 }
+#: When a live delete file applies to no live data file (Iceberg's ``RemoveDanglingDeletes``
+#: rule, over ``live_files`` rows): a position delete applies to data files of a data sequence
+#: number at or below its own, an equality delete to those strictly below. ``min_seq`` is the
+#: smallest data sequence number of the live data files it can apply to: those of its partition
+#: in its spec, or, for a delete without partition values (an unpartitioned spec's, which
+#: applies to the whole table), all of them; NULL when there are none.
+DANGLING = "min_seq IS NULL OR (content = 1 AND seq < min_seq) OR (content = 2 AND seq <= min_seq)"
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,10 @@ class TableHealth:
     """What the thresholds of ``[maintenance]`` are checked against."""
 
     data_files: int
+    #: Live delete files that still apply to a data file (dangling ones are not counted).
     delete_files: int
+    #: Live delete files that apply to no data file any more (``DANGLING``).
+    dangling_deletes: int
     small_files: int
     manifests: int
     snapshots: int
@@ -70,15 +84,85 @@ def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> Table
         manifest_count = int(spark.sql(manifests).collect()[0]["n"])
     data = by_content.get(0)
     deletes = sum(int(r["files"]) for c, r in by_content.items() if c != 0)
+    dangling = len(dangling_deletes(spark, name)) if deletes else 0
     oldest = snapshot_row["oldest"]
     return TableHealth(
         data_files=int(data["files"]) if data else 0,
-        delete_files=deletes,
+        delete_files=deletes - dangling,
+        dangling_deletes=dangling,
         small_files=int(data["small"] or 0) if data else 0,
         manifests=manifest_count,
         snapshots=int(snapshot_row["n"]),
         oldest_snapshot=_utc(oldest) if oldest is not None else None,
     )
+
+
+def _live_files(spark: SparkSession, name: str) -> str:
+    """A query of ``name``'s live files in its current snapshot: content, data sequence number,
+    location and (``part``) spec and partition values as text, '' for none."""
+    entries = f"{name}.entries"
+    with spark_errors(f"DESCRIBE {entries}", name):
+        fields = spark.table(entries).schema["data_file"].dataType.fieldNames()  # type: ignore[attr-defined]
+    # Iceberg leaves the partition out of the metadata tables of a table never partitioned.
+    values = "to_json(data_file.partition)" if "partition" in fields else "NULL"
+    return (
+        f"SELECT data_file.content AS content, sequence_number AS seq, "
+        f"data_file.file_path AS path, "
+        f"CASE WHEN coalesce({values}, '{{}}') = '{{}}' THEN '' "
+        f"ELSE concat(data_file.spec_id, ':', {values}) END AS part "
+        f"FROM {entries} WHERE status < 2"
+    )
+
+
+def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
+    """The locations of ``name``'s live delete files that apply to no live data file."""
+    query = (
+        f"WITH live AS ({_live_files(spark, name)}), "
+        "data AS (SELECT seq, part FROM live WHERE content = 0), "
+        "per_part AS (SELECT part, min(seq) AS min_seq FROM data GROUP BY part), "
+        "deletes AS (SELECT d.content, d.seq, d.path, CASE WHEN d.part = '' "
+        "THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
+        "FROM live d LEFT JOIN per_part p ON d.part = p.part WHERE d.content != 0) "
+        f"SELECT path FROM deletes WHERE {DANGLING}"
+    )
+    with spark_errors(query, name):
+        return [str(r["path"]) for r in spark.sql(query).collect()]
+
+
+def remove_dangling_deletes(spark: SparkSession, name: str) -> dict[str, int]:
+    """One ``RewriteFiles`` commit removing ``name``'s dangling delete files (none: no commit).
+
+    The table is loaded before the files are found: a file dangling then stays dangling in
+    every later state (a data file added later has a larger sequence number, and a rewrite that
+    keeps an older one replaces live files, which bound the minimum), so the commit is right on
+    whatever state Iceberg applies it to; a file another writer removed meanwhile fails it as
+    a conflict (the caller retries)."""
+    with spark_errors(f"remove dangling deletes of {name}", name):
+        table = load_table(spark, name)
+        snapshot = table.currentSnapshot()
+        dangling = set(dangling_deletes(spark, name)) if snapshot is not None else set()
+        if not dangling:
+            return {"removed_dangling_delete_files_count": 0}
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        rewrite = table.newRewrite().validateFromSnapshot(snapshot.snapshotId())
+        removed = 0
+        for manifest in snapshot.deleteManifests(table.io()):
+            reader = jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(
+                manifest, table.io(), table.specs()
+            )
+            try:
+                files = reader.iterator()
+                while files.hasNext():
+                    delete = files.next()
+                    if str(delete.location()) in dangling:
+                        rewrite.deleteFile(delete.copy())
+                        removed += 1
+            finally:
+                reader.close()
+        if removed:
+            rewrite.commit()
+    return {"removed_dangling_delete_files_count": removed}
 
 
 def _utc(moment: datetime) -> datetime:

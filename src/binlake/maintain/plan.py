@@ -3,11 +3,15 @@
 The steps, in the order they run (each is one Iceberg commit, or file deletions only):
 
 1. ``compact``: delete files per data file at or over ``delete_files_per_data_file`` (and at
-   least one delete file), or ``small_files`` data files under ``small_file_bytes``;
-2. ``manifests``: the current snapshot has ``manifests`` manifests or more;
-3. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
+   least one delete file; dangling ones, which apply to no data file, are not counted), or
+   ``small_files`` data files under ``small_file_bytes``;
+2. ``prune``: the table has dangling delete files, or is compacted (which leaves the delete
+   files it applied in the table: equality deletes whose sequence number is not above the
+   rewritten files' one apply to none of them);
+3. ``manifests``: the current snapshot has ``manifests`` manifests or more;
+4. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
    ``keep_snapshots`` (the applied position's snapshot is kept by its tag, whatever the bound);
-4. ``orphans``: every run (a listing of the table's folder), files older than
+5. ``orphans``: every run (a listing of the table's folder), files older than
    ``orphan_min_age_s`` that no snapshot references.
 """
 
@@ -23,6 +27,7 @@ from binlake.lake.table_maintenance import TableHealth
 
 class Step(StrEnum):
     COMPACT = "compact"
+    PRUNE = "prune"
     MANIFESTS = "manifests"
     EXPIRE = "expire"
     ORPHANS = "orphans"
@@ -52,6 +57,14 @@ def plan_compaction(health: TableHealth, config: MaintenanceConfig) -> Planned |
     return None
 
 
+def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
+    if health.dangling_deletes:
+        return Planned(Step.PRUNE, f"{health.dangling_deletes} dangling delete files")
+    if compacting:
+        return Planned(Step.PRUNE, "the delete files the compaction applied")
+    return None
+
+
 def plan_manifests(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
     if health.manifests >= config.manifests:
         return Planned(
@@ -76,7 +89,9 @@ def plan_expiry(health: TableHealth, config: MaintenanceConfig, now: datetime) -
 
 def plan_table(health: TableHealth, config: MaintenanceConfig, now: datetime) -> list[Planned]:
     """The steps ``health`` calls for, in running order (orphans always last)."""
-    steps = [plan_compaction(health, config), plan_manifests(health, config)]
+    compaction = plan_compaction(health, config)
+    steps = [compaction, plan_pruning(health, compaction is not None)]
+    steps.append(plan_manifests(health, config))
     steps.append(plan_expiry(health, config, now))
     planned = [s for s in steps if s is not None]
     orphans = f"files unreferenced for {config.orphan_min_age_s:g} s or more"

@@ -40,6 +40,7 @@ from binlake.lake.table_maintenance import (
     TableHealth,
     compact,
     expire_snapshots,
+    remove_dangling_deletes,
     remove_orphan_files,
     rewrite_manifests,
     table_health,
@@ -128,6 +129,8 @@ class Maintainer:
             now = self.clock()
             if step is Step.COMPACT:
                 return compact(self.spark, catalog, identifier)
+            if step is Step.PRUNE:
+                return remove_dangling_deletes(self.spark, self.target.lake_table(table))
             if step is Step.MANIFESTS:
                 return rewrite_manifests(self.spark, catalog, identifier)
             if step is Step.EXPIRE:
