@@ -20,7 +20,8 @@ from binlake.config import load_config
 from binlake.console import Console
 from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
-from binlake.lake.table_maintenance import table_health
+from binlake.lake.sql import TABLE_PROPERTIES
+from binlake.lake.table_maintenance import compact, remove_dangling_deletes, table_health
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
@@ -144,3 +145,31 @@ def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_
         assert f"keyed: {step} in " in run.output, run.output
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
+
+
+def test_pruning_after_a_compaction_removes_a_merges_position_deletes_and_keeps_every_row(
+    spark: object,
+) -> None:
+    """A MERGE's (file-scoped) position deletes: those a compaction applied are pruned, those
+    still applying are not."""
+    sql = spark.sql  # type: ignore[attr-defined]
+    namespace = f"lm_{uuid.uuid4().hex[:8]}"
+    name = f"lake.{namespace}.t"
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+    sql(f"CREATE NAMESPACE lake.{namespace}")
+    sql(f"CREATE TABLE {name} (id INT, v INT) USING iceberg TBLPROPERTIES ({properties})")
+    sql(f"INSERT INTO {name} VALUES (1, 1), (2, 2)")
+    sql(f"INSERT INTO {name} VALUES (3, 3), (4, 4)")
+    sql(f"DELETE FROM {name} WHERE id = 1")
+    sql(f"UPDATE {name} SET v = 40 WHERE id = 4")  # the newest commit: its deletes at its seq
+    before = table_health(spark, name, 1 << 20)  # type: ignore[arg-type]
+    assert before.delete_files > 0 and before.dangling_deletes == 0, before
+    assert remove_dangling_deletes(spark, name)["removed_dangling_delete_files_count"] == 0  # type: ignore[arg-type]
+    compact(spark, "lake", (namespace, "t"))  # type: ignore[arg-type]
+    compacted = table_health(spark, name, 1 << 20)  # type: ignore[arg-type]
+    assert compacted.data_files == 1 and compacted.delete_files == 0, compacted
+    removed = remove_dangling_deletes(spark, name)  # type: ignore[arg-type]
+    assert removed["removed_dangling_delete_files_count"] == compacted.dangling_deletes
+    assert sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0
+    rows = [tuple(r) for r in sql(f"SELECT id, v FROM {name} ORDER BY id").collect()]
+    assert rows == [(2, 2), (3, 3), (4, 40)]

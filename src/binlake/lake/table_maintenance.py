@@ -9,7 +9,8 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
   started from (Iceberg's default), so a row delta committed meanwhile still deletes the rows it
   replaced in them;
 * ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
-  apply to no live data file (``DANGLING``, Iceberg's own rule). Measured on Iceberg 1.10.2: the
+  apply to no live data file (``DANGLING``: Iceberg's own rule, and a position delete file of
+  one data file that is gone). Measured on Iceberg 1.10.2: the
   compaction alone left 10 of 12 equality delete files of an unpartitioned table in its current
   snapshot (their sequence numbers are at or below the one the rewritten file keeps, and an
   equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes`` option
@@ -43,12 +44,19 @@ COMPACT_OPTIONS = {
     "remove-dangling-deletes": "true",
 }
 #: When a live delete file applies to no live data file (Iceberg's ``RemoveDanglingDeletes``
-#: rule, over ``live_files`` rows): a position delete applies to data files of a data sequence
+#: rule, over ``_live_files`` rows): a position delete applies to data files of a data sequence
 #: number at or below its own, an equality delete to those strictly below. ``min_seq`` is the
 #: smallest data sequence number of the live data files it can apply to: those of its partition
 #: in its spec, or, for a delete without partition values (an unpartitioned spec's, which
-#: applies to the whole table), all of them; NULL when there are none.
-DANGLING = "min_seq IS NULL OR (content = 1 AND seq < min_seq) OR (content = 2 AND seq <= min_seq)"
+#: applies to the whole table), all of them; NULL when there are none. Besides, a position
+#: delete of one data file (``ref``) applies only to that file: dangling once it is not live
+#: (``ref_live`` NULL).
+#: Field id of a position delete file's ``file_path`` column (Iceberg's ``DELETE_FILE_PATH``).
+PATH_FIELD_ID = 2147483546
+DANGLING = (
+    "min_seq IS NULL OR (content = 1 AND seq < min_seq) OR (content = 2 AND seq <= min_seq) "
+    "OR (content = 1 AND ref IS NOT NULL AND ref_live IS NULL)"
+)
 
 
 @dataclass(frozen=True)
@@ -99,15 +107,25 @@ def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> Table
 
 def _live_files(spark: SparkSession, name: str) -> str:
     """A query of ``name``'s live files in its current snapshot: content, data sequence number,
-    location and (``part``) spec and partition values as text, '' for none."""
+    location, (``part``) spec and partition values as text ('' for none), and the one data file
+    a position delete names (``ref``, NULL for none or several)."""
     entries = f"{name}.entries"
     with spark_errors(f"DESCRIBE {entries}", name):
         fields = spark.table(entries).schema["data_file"].dataType.fieldNames()  # type: ignore[attr-defined]
     # Iceberg leaves the partition out of the metadata tables of a table never partitioned.
     values = "to_json(data_file.partition)" if "partition" in fields else "NULL"
+    # The one data file a position delete names, as Iceberg's ContentFileUtil.referencedDataFile
+    # reads it: its referenced_data_file, or its file_path column's bounds when they are equal
+    # (a MERGE's delete file of one data file).
+    bound = f"data_file.%s_bounds[{PATH_FIELD_ID}]"
+    named = "data_file.referenced_data_file" if "referenced_data_file" in fields else "NULL"
+    ref = (
+        f"CASE WHEN data_file.content != 1 THEN NULL WHEN {named} IS NOT NULL THEN {named} "
+        f"WHEN {bound % 'lower'} = {bound % 'upper'} THEN decode({bound % 'lower'}, 'UTF-8') END"
+    )
     return (
         f"SELECT data_file.content AS content, sequence_number AS seq, "
-        f"data_file.file_path AS path, "
+        f"data_file.file_path AS path, {ref} AS ref, "
         f"CASE WHEN coalesce({values}, '{{}}') = '{{}}' THEN '' "
         f"ELSE concat(data_file.spec_id, ':', {values}) END AS part "
         f"FROM {entries} WHERE status < 2"
@@ -118,11 +136,12 @@ def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
     """The locations of ``name``'s live delete files that apply to no live data file."""
     query = (
         f"WITH live AS ({_live_files(spark, name)}), "
-        "data AS (SELECT seq, part FROM live WHERE content = 0), "
+        "data AS (SELECT seq, part, path FROM live WHERE content = 0), "
         "per_part AS (SELECT part, min(seq) AS min_seq FROM data GROUP BY part), "
-        "deletes AS (SELECT d.content, d.seq, d.path, CASE WHEN d.part = '' "
-        "THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
-        "FROM live d LEFT JOIN per_part p ON d.part = p.part WHERE d.content != 0) "
+        "deletes AS (SELECT d.content, d.seq, d.path, d.ref, r.path AS ref_live, "
+        "CASE WHEN d.part = '' THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
+        "FROM live d LEFT JOIN per_part p ON d.part = p.part "
+        "LEFT JOIN data r ON d.ref = r.path WHERE d.content != 0) "
         f"SELECT path FROM deletes WHERE {DANGLING}"
     )
     with spark_errors(query, name):
