@@ -10,8 +10,8 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
   replaced in them;
 * ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
   apply to no live data file (``DANGLING``: Iceberg's own rule, and a position delete file of
-  one data file that is gone). Measured on Iceberg 1.10.2: the
-  compaction alone left 10 of 12 equality delete files of an unpartitioned table in its current
+  one data file that is gone). Measured on Iceberg 1.10.2: the compaction alone left 10 of 12
+  equality delete files of an unpartitioned table (``bench/maintain.py``) in its current
   snapshot (their sequence numbers are at or below the one the rewritten file keeps, and an
   equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes`` option
   does nothing on a table with one unpartitioned spec (it leaves that to the commit-time drop of
@@ -43,6 +43,8 @@ COMPACT_OPTIONS = {
     "min-input-files": "2",
     "remove-dangling-deletes": "true",
 }
+#: Field id of a position delete file's ``file_path`` column (Iceberg's ``DELETE_FILE_PATH``).
+PATH_FIELD_ID = 2147483546
 #: When a live delete file applies to no live data file (Iceberg's ``RemoveDanglingDeletes``
 #: rule, over ``_live_files`` rows): a position delete applies to data files of a data sequence
 #: number at or below its own, an equality delete to those strictly below. ``min_seq`` is the
@@ -51,8 +53,6 @@ COMPACT_OPTIONS = {
 #: applies to the whole table), all of them; NULL when there are none. Besides, a position
 #: delete of one data file (``ref``) applies only to that file: dangling once it is not live
 #: (``ref_live`` NULL).
-#: Field id of a position delete file's ``file_path`` column (Iceberg's ``DELETE_FILE_PATH``).
-PATH_FIELD_ID = 2147483546
 DANGLING = (
     "min_seq IS NULL OR (content = 1 AND seq < min_seq) OR (content = 2 AND seq <= min_seq) "
     "OR (content = 1 AND ref IS NOT NULL AND ref_live IS NULL)"
