@@ -16,9 +16,13 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
   duration from ``SOAK_MINUTES``, a DDL every 300 transactions. Each run's life is counted
   from its start (a fifth of the runs), from the moment it streams from the source (two
   fifths), each then 2 s to ``SOAK_MAX_LIFE_S`` (16), or from its first committed batch (two
-  fifths, 0.5 to 6 s: kills while the applier works, not while Spark starts). Per run: about
-  12 s, 13 s and 21 s with Spark's start-up at about 15 s and a second or three for the kill
-  and the restart, 16 s on average: more than 100 kills in 30 minutes;
+  fifths, 0.5 to 6 s: kills while the applier works, not while Spark starts). Per run, the
+  mean life plus its wait: 9 s, about 10 s (streaming comes a second or so after the start)
+  and 3.25 s plus the wait for the first batch (say 15 s on a quiet machine: 18 s; it was
+  68 s under a load average of 25 on 2 cores); 13 to 14 s on average, about 130 kills in 30
+  minutes, and still 100 with a first batch after 25 s
+  (the summary prints the mean waits; issue 11's run, lives of 2 to 24 s from the start, made
+  136 kills in 30 minutes: a restart costs well under a second on top of the life);
 * `make test`: a short soak with the fixed seed ``SHORT_SOAK_SEED``: as many runs as it takes
   to deal every live fault kind and every tail damage once (5 runs of a few seconds), each live
   fault injected once the run streams from the source, so that a drop or reset hits live
@@ -28,10 +32,11 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
 
 Every kill is classed by what its run had printed (its stderr, ``run{n}.err``) when it died:
 ``starting`` (it had not yet said "streaming from" the source: relay recovery, login),
-``receiving`` (streaming, but the applier had not committed a batch in this run: mostly
-Spark's start-up), ``applying`` (its progress line counted at least one committed batch: the
-applier was at work). The progress line comes every ``progress_interval_s`` (1 s), so a kill
-less than a second after a run's first commit counts as ``receiving``: the count errs low.
+``receiving`` (streaming, but the applier had not applied a batch in this run: mostly
+Spark's start-up), ``applying`` (its progress line counted at least one batch applied, its
+commits made: the applier was at work). The progress line comes every ``progress_interval_s``
+(1 s), so a kill less than a second after a run's first batch counts as ``receiving``: the
+count errs low.
 Both soaks print the counts per class; the long soak fails when fewer than a third of its
 kills landed ``applying`` (after verify and the history check, which come first).
 """
@@ -101,8 +106,8 @@ _BATCHES = re.compile(r"^apply: .* transactions, ([\d,]+) batches\)", re.MULTILI
 class Lives:
     """How long each run lives before its kill: ``life_s`` from its start, or from the moment
     it streams (odds ``streaming_odds``), or ``applied_s`` from its first committed batch (odds
-    ``applied_odds``). Which, is drawn from its own random stream (the seed's), so that the
-    faults a seed deals do not depend on it."""
+    ``applied_odds``). The anchor is drawn from a random stream of its own (the seed's), so
+    that the faults a seed deals do not depend on it."""
 
     life_s: tuple[float, float]
     streaming_odds: float = 0.0
