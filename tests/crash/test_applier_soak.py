@@ -19,7 +19,7 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
   0.5 to 6 s: kills while the applier works, not while Spark starts), dealt like the faults.
   Per run, the mean life plus its wait: 9 s, about 10 s (streaming comes a second or so
   after the start) and 3.25 s plus the wait for the first batch (say 15 s on a quiet machine:
-  18 s; it was 68 s under a load average of 25 on 2 cores); 13 to 14 s on average, about 130
+  18 s; 68 and 108 s here under a load average of 25 on 2 cores); 13 to 14 s on average, about 130
   kills in 30 minutes, still 100 with a first batch after 25 s (the summary prints the mean
   waits; issue 11's run, lives of 2 to 24 s from the start, made 136 kills in 30 minutes: a
   restart costs well under a second on top of the life);
