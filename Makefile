@@ -56,8 +56,9 @@ PG_JDBC_APT_PACKAGE := libpostgresql-jdbc-java
 PYTEST_ARGS ?=
 
 # Minutes of `make soak` (replicate killed at random moments during a workload with DDL, with
-# proxy faults, source restarts and torn relay tails injected at random), and its random seed
-# (printed by every run; SEED=n replays its random choices, timing aside).
+# proxy faults, source restarts and torn relay tails injected at random; it prints its kills by
+# where they landed: starting, receiving, applying), and its random seed (printed by every run;
+# SEED=n replays its random choices, timing aside).
 MINUTES ?= 5
 SEED ?=
 

@@ -13,25 +13,46 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
 ``SOAK_SEED=n`` replays the random choices (timing aside).
 
 * `make soak [MINUTES=5] [SEED=n]`: the slow soak (marked ``slow``: not in `make test`), its
-  duration from ``SOAK_MINUTES``, each run killed 2 s to ``SOAK_MAX_LIFE_S`` (24) after its
-  start (more than 100 kills in 30 minutes), a DDL every 300 transactions;
+  duration from ``SOAK_MINUTES``, a DDL every 300 transactions. Each run's life is counted
+  from its start (one run in five), from the moment it streams from the source (two in five),
+  each then 2 s to ``SOAK_MAX_LIFE_S`` (16), or from its first batch applied (two in five,
+  0.5 to 6 s: kills while the applier works, not while Spark starts), dealt like the faults.
+  Per run, the mean life plus its wait: 9 s, about 10 s (streaming comes a second or so
+  after the start) and 3.25 s plus the wait for the first batch (say 15 s on a quiet machine:
+  18 s; 68 and 108 s here under a load average of 25 on 2 cores); 13 to 14 s on average, about 130
+  kills in 30 minutes, still 100 with a first batch after 25 s (the summary prints the mean
+  waits; issue 11's run, lives of 2 to 24 s from the start, made 136 kills in 30 minutes: a
+  restart costs well under a second on top of the life);
 * `make test`: a short soak with the fixed seed ``SHORT_SOAK_SEED``: as many runs as it takes
   to deal every live fault kind and every tail damage once (5 runs of a few seconds), each live
   fault injected once the run streams from the source, so that a drop or reset hits live
   connections: the receiver's stream and its source-facts queries (issue 11: a reset of the
   applier's own connection to the source once stopped replicate; the applier now reads those
   facts from the relay log, and this keeps the failure from coming back unseen).
+
+Every kill is classed by what its run had printed (its stderr, ``run{n}.err``) when it died:
+``starting`` (it had not yet said "streaming from" the source: relay recovery, login),
+``receiving`` (streaming, but the applier had not applied a batch in this run: mostly
+Spark's start-up), ``applying`` (its progress line counted at least one batch applied, its
+commits made: the applier was at work). The progress line comes every ``progress_interval_s``
+(1 s), so a kill less than a second after a run's first batch counts as ``receiving``: the
+count errs low. Both soaks print the counts per class; the long soak fails when fewer than a
+third of its kills landed ``applying`` (after verify and the history check, which come
+first; judged from ``JUDGED_FROM_KILLS`` kills on: a 30-minute soak is to make over 100).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -71,8 +92,54 @@ CHUNK = 10
 #: The short soak of `make test`: its seed (the run of issue 11's failure), and each run's life.
 SHORT_SOAK_SEED = 926091
 SHORT_SOAK_LIFE_S = (3.0, 5.0)
-#: Longest wait for a run to stream before its live fault is injected anyway.
+#: Longest wait for a run to stream (or to apply its first batch) before its life starts anyway.
 STREAMING_WAIT_S = 60.0
+APPLIED_WAIT_S = 180.0
+#: Where a kill landed (module docstring); the long soak wants a third ``applying`` at least.
+KILL_CLASSES = ("starting", "receiving", "applying")
+MIN_APPLYING_SHARE = 1 / 3
+#: The long soak's deck of anchors (``Lives``): a run's life from its start, from the moment
+#: it streams, from its first batch applied. Dealt in rounds, every 5 runs two wait for their
+#: first batch: from 20 kills on, a third ``applying`` at least even if no other kill is.
+LONG_SOAK_ANCHORS = ("start", "streaming", "streaming", "applied", "applied")
+JUDGED_FROM_KILLS = 20
+#: The applier's progress line: "... (R row changes, T transactions, B batches)".
+_BATCHES = re.compile(r"^apply: .* transactions, ([\d,]+) batches\)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Lives:
+    """How long each run lives before its kill: ``life_s`` counted from its start, or from the
+    moment it streams, or ``applied_s`` from its first batch applied; which, dealt from the deck
+    ``anchors`` (a random stream of its own, the seed's, so that the faults a seed deals do not
+    depend on it)."""
+
+    life_s: tuple[float, float]
+    anchors: tuple[str, ...] = ("start",)
+    applied_s: tuple[float, float] = (0.5, 6.0)
+
+
+@dataclass
+class SoakResult:
+    """What a soak did: the faults injected, where each kill landed, and how long the runs
+    that waited for it took to stream and to apply their first batch."""
+
+    injected: Counter[str] = field(default_factory=Counter)
+    landed: Counter[str] = field(default_factory=Counter)
+    waited: dict[str, list[float]] = field(default_factory=lambda: {"streaming": [], "applied": []})
+
+    @property
+    def kills(self) -> int:
+        return sum(self.landed.values())
+
+    def describe(self) -> str:
+        classes = ", ".join(f"{kind} {self.landed[kind]}" for kind in KILL_CLASSES)
+        waits = "; ".join(
+            f"{anchor} after {sum(times) / len(times):.1f} s on average ({len(times)} runs)"
+            for anchor, times in self.waited.items()
+            if times
+        )
+        return f"{self.kills} kills (SIGKILL): {classes}" + (f"; {waits}" if waits else "")
 
 
 class Deck:
@@ -184,35 +251,41 @@ def test_random_kills_and_faults_during_a_mixed_workload_lose_nothing_and_double
 ) -> None:
     minutes = float(os.environ.get("SOAK_MINUTES", "5"))
     seed = int(os.environ.get("SOAK_SEED", str(time.time_ns() % 1_000_000)))
-    life_s = (2.0, float(os.environ.get("SOAK_MAX_LIFE_S", "24")))
-    soak(
+    life_s = (2.0, float(os.environ.get("SOAK_MAX_LIFE_S", "16")))
+    result = soak(
         tmp_path,
         sandbox_factory,
         spark,
         seed=seed,
         seconds=minutes * 60,
-        life_s=life_s,
+        lives=Lives(life_s, LONG_SOAK_ANCHORS),
         ddl_every=300,
+    )
+    if result.kills < JUDGED_FROM_KILLS:
+        print(f"soak: {result.kills} kills, too few to judge where they landed", flush=True)
+        return
+    assert result.landed["applying"] >= MIN_APPLYING_SHARE * result.kills, (
+        f"fewer than a third of the kills landed while the applier was at work: "
+        f"{result.describe()} (seed {seed})"
     )
 
 
 def test_a_short_soak_with_every_fault_kind_loses_nothing_and_doubles_nothing(
     tmp_path: Path, sandbox_factory: object, spark: object
 ) -> None:
-    injected = soak(
+    result = soak(
         tmp_path,
         sandbox_factory,
         spark,
         seed=SHORT_SOAK_SEED,
         seconds=0.0,
-        life_s=SHORT_SOAK_LIFE_S,
+        lives=Lives(SHORT_SOAK_LIFE_S, ("streaming",)),
         every_kind=True,
         fault_odds=1.0,
         tear_odds=1.0,
         ddl_every=40,
-        fault_when_streaming=True,
     )
-    assert _every_kind(injected), injected
+    assert _every_kind(result.injected), result.injected
 
 
 def soak(
@@ -222,27 +295,27 @@ def soak(
     *,
     seed: int,
     seconds: float,
-    life_s: tuple[float, float],
+    lives: Lives,
     every_kind: bool = False,
     fault_odds: float = 0.75,
     tear_odds: float = 0.4,
     ddl_every: int = 150,
-    fault_when_streaming: bool = False,
-) -> Counter[str]:
+) -> SoakResult:
     """Kills and faults for ``seconds`` (longer with ``every_kind`` until each live fault and
-    tail damage was dealt once), then catch up and check; returns the faults injected. With
-    ``fault_when_streaming`` a run's live fault waits until the run streams from the source
-    (its life counted from then), else it comes at a random moment of the run's life."""
+    tail damage was dealt once), then catch up and check. A run's live fault comes at a random
+    moment of its life, counted as ``lives`` draws it (from its start, from the moment it
+    streams from the source, or from its first batch applied)."""
     print(f"\nsoak (seed {seed}): starting, {seconds:g} s; SOAK_SEED={seed} replays it", flush=True)
-    rng = random.Random(seed)
+    rng, rng_anchors = random.Random(seed), random.Random(f"{seed} anchors")
     live_faults, tail_damage = Deck(LIVE_FAULTS, rng), Deck(TAIL_DAMAGE, rng)
+    anchors = Deck(lives.anchors, rng_anchors)
     source: MariaDBSandbox = sandbox_factory().start()  # type: ignore[operator]
     database = f"soak_{seed}"  # the session's warehouse is shared: a database per seed
     workload = ShopWorkload(source, database, seed=seed).create()
     source.execute(DEVICES.format(db=database))
     state = tmp_path / "state"
-    injected: Counter[str] = Counter()
-    kills = 0
+    result = SoakResult()
+    injected = result.injected
     mixed = MixedWorkload(workload, ddl_every)
     started = time.monotonic()
     with TcpProxy(target_port=source.port, lifetime_s=seconds + 3600) as proxy:
@@ -259,7 +332,7 @@ def soak(
         deadline = started + seconds
         try:
             while time.monotonic() < deadline or (every_kind and not _every_kind(injected)):
-                err_path = tmp_path / f"run{kills}.err"
+                err_path = tmp_path / f"run{result.kills}.err"
                 with err_path.open("w") as err:
                     process = subprocess.Popen(
                         replicate_command(config),
@@ -268,10 +341,12 @@ def soak(
                         text=True,
                         env=replicate_env(),
                     )
-                life = rng.uniform(*life_s)
+                life = rng.uniform(*lives.life_s)
                 fault = live_faults.deal() if rng.random() < fault_odds else None
-                if fault_when_streaming:
-                    wait_streaming(err_path, process)
+                anchor = anchors.deal()
+                if anchor == "applied":
+                    life = rng_anchors.uniform(*lives.applied_s)
+                wait_for(anchor, err_path, process, result)
                 if fault is not None:
                     at = rng.uniform(0.0, life)
                     time.sleep(at)
@@ -286,7 +361,7 @@ def soak(
                     )
                 process.send_signal(signal.SIGKILL)
                 process.wait()
-                kills += 1
+                result.landed[kill_class(err_path.read_text(errors="replace"))] += 1
                 if rng.random() < tear_odds:
                     shape = tail_damage.deal()
                     if damage_after_kill(shape, state):
@@ -311,21 +386,42 @@ def soak(
     faults = ", ".join(f"{kind} {count}" for kind, count in sorted(injected.items())) or "none"
     elapsed = time.monotonic() - started
     print(
-        f"\nsoak (seed {seed}): {elapsed / 60:.1f} minutes, {kills} kills (SIGKILL), "
+        f"\nsoak (seed {seed}): {elapsed / 60:.1f} minutes, {result.describe()}; "
         f"{sum(injected.values())} faults: {faults}; "
         f"{workload.next_id - 1} orders, {mixed.ddl_done} DDL statements; "
         f"verify passed for {len(checked)} tables, {sum(history.values())} binlake snapshots, "
         "each batch and position once: nothing lost, nothing doubled",
         flush=True,
     )
-    return injected
+    return result
 
 
-def wait_streaming(err_path: Path, process: subprocess.Popen[str]) -> None:
-    """Until ``process`` says it streams from the source (or exited, or a minute passed)."""
-    deadline = time.monotonic() + STREAMING_WAIT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        if "streaming from" in err_path.read_text(errors="replace"):
+def kill_class(printed: str) -> str:
+    """Where a run was when it died, from what it printed (the module docstring's classes)."""
+    if any(int(count.replace(",", "")) > 0 for count in _BATCHES.findall(printed)):
+        return "applying"
+    return "receiving" if "streaming from" in printed else "starting"
+
+
+#: What a run prints once it has reached an anchor of ``Lives``, and the longest wait for it.
+_REACHED: dict[str, tuple[Callable[[str], bool], float]] = {
+    "streaming": (lambda printed: "streaming from" in printed, STREAMING_WAIT_S),
+    "applied": (lambda printed: kill_class(printed) == "applying", APPLIED_WAIT_S),
+}
+
+
+def wait_for(
+    anchor: str, err_path: Path, process: subprocess.Popen[str], result: SoakResult
+) -> None:
+    """Until ``process`` has reached ``anchor`` (or exited, or waited its longest): the time it
+    took goes into ``result.waited``."""
+    if anchor not in _REACHED:
+        return
+    reached, longest = _REACHED[anchor]
+    started = time.monotonic()
+    while time.monotonic() < started + longest and process.poll() is None:
+        if reached(err_path.read_text(errors="replace")):
+            result.waited[anchor].append(time.monotonic() - started)
             return
         time.sleep(0.1)
 
