@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 import threading
+import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -296,24 +298,37 @@ def test_a_batch_that_steps_over_the_snapshot_position_triggers_a_retry(world: W
     waiting = threading.Event()
     messages: list[str] = []
 
+    started = time.monotonic()
+
     def progress(message: str) -> None:
-        messages.append(message)
+        messages.append(f"{time.monotonic() - started:.1f}s {message}")
         if "waiting" in message:
             waiting.set()
 
-    outcome: list[VerifyReport] = []
-    thread = threading.Thread(
-        target=lambda: outcome.append(world.verify("t", timeout=60, progress=progress))
-    )
+    outcome: list[VerifyReport | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(world.verify("t", timeout=60, progress=progress))
+        except BaseException as error:  # reported below with its message, not lost
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="verify")
     thread.start()
     try:
         assert waiting.wait(30), messages
         z = world.sql("UPDATE t SET v = 'second' WHERE id = 2")
         world.receive()
         world.lake("t", at=z, batch=2)
+        progress("test: committed the later snapshot")
     finally:
         thread.join(90)
-    (result,) = outcome[0].results
+    assert not thread.is_alive(), f"verify still running after 90 s: {messages}"
+    (report,) = outcome
+    if isinstance(report, BaseException):
+        trace = "".join(traceback.format_exception(report))
+        pytest.fail(f"verify raised (progress: {messages}):\n{trace}")
+    (result,) = report.results
     assert result.ok and result.attempts == 2, messages
     assert result.position == z and result.lake_position == z
     assert any("retrying" in m and "later snapshot" in m for m in messages)
