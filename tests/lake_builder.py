@@ -29,7 +29,7 @@ from binlake.lake.frames import dataframe_from_arrow
 from binlake.lake.schema import changelog_schema
 from binlake.lake.spark_types import spark_schema
 from binlake.lake.sql import create_table_statements
-from binlake.lake.target import LakeTarget
+from binlake.lake.target import LakeTarget, hadoop_catalog_conf
 from binlake.position import SourcePosition
 from binlake.typemap import LakeSchema, lake_schema, to_row_values
 from binlake_dev.sandbox import MariaDBSandbox
@@ -166,12 +166,12 @@ def _find(table: ReplayedTable, before: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def isolated_catalog(spark: SparkSession, warehouse: Path) -> LakeTarget:
-    """A Hadoop catalog of its own in ``warehouse``, registered in the running session."""
+    """A Hadoop catalog of its own in ``warehouse``, registered in the running session with
+    the keys binlake's own sessions give one (``hadoop_catalog_conf``: no table cache, so a
+    reader thread asking for a snapshot another thread is committing finds it)."""
     name = f"c{uuid.uuid4().hex[:10]}"
-    prefix = f"spark.sql.catalog.{name}"
-    spark.conf.set(prefix, "org.apache.iceberg.spark.SparkCatalog")
-    spark.conf.set(f"{prefix}.type", "hadoop")
-    spark.conf.set(f"{prefix}.warehouse", str(warehouse))
+    for key, value in hadoop_catalog_conf(name, warehouse).items():
+        spark.conf.set(key, value)
     warehouse.mkdir(parents=True, exist_ok=True)
     return LakeTarget(warehouse=warehouse, catalog=name)
 

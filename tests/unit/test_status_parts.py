@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from binlake.binlog.names import TableGlob, TableName
 from binlake.config import load_config
@@ -73,6 +76,45 @@ def test_the_current_version_follows_a_lagging_hint_and_reads_compressed_files(
     latest = lake.latest_binlake
     assert latest is not None and str(latest.position) == "f.000001:200"
     assert not lake.lineage_cut
+
+
+TEMP_METADATA = "5d0c0b8e-2f6a-4f0e-9c1a-0d8f2b7c3e41.metadata.json"
+TEMP_HINT = "0a9e6f3c-41b2-4c55-8d3e-7b1f9e2a6c10-version-hint.temp"
+
+
+def committing(meta: Path, step: int) -> None:
+    """Version 2 of a table at version 1 as Iceberg's HadoopTableOperations.commit writes it,
+    up to ``step``: the new metadata under a temporary name (half written, then whole), renamed
+    to v2, the new hint under a temporary name, the old hint deleted, the new one renamed into
+    place (Hadoop's local file system writes a ``.crc`` beside each file)."""
+    whole = json.dumps(metadata([snap(1, None, "f.000001:100"), snap(2, 1, "f.000001:200")], 2))
+    hint = meta / "version-hint.text"
+    steps: list[Callable[[], object]] = [
+        lambda: (meta / TEMP_METADATA).write_text(whole[: len(whole) // 2]),
+        lambda: (meta / TEMP_METADATA).write_text(whole),
+        lambda: (meta / f".{TEMP_METADATA}.crc").write_text("crc"),
+        lambda: (meta / TEMP_METADATA).rename(meta / "v2.metadata.json"),
+        lambda: (meta / TEMP_HINT).write_text("2"),
+        hint.unlink,
+        lambda: (meta / TEMP_HINT).rename(hint),
+    ]
+    for do in steps[:step]:
+        do()
+
+
+@pytest.mark.parametrize("step", range(8))
+def test_a_table_read_while_a_commit_runs_is_at_the_old_version_or_the_new_one_never_between(
+    tmp_path: Path, step: int
+) -> None:
+    table = tmp_path / "ns" / "t"
+    write_version(table, 1, metadata([snap(1, None, "f.000001:100")], 1))
+    (table / "metadata" / "version-hint.text").write_text("1")
+    (table / "metadata" / ".v1.metadata.json.crc").write_text("crc")
+    committing(table / "metadata", step)
+    lake = read_table(tmp_path, ("ns", "t"))
+    assert lake is not None
+    expected = [2, 1] if step >= 4 else [1]  # from the rename of v2 on
+    assert [s.snapshot_id for s in lake.lineage] == expected
 
 
 def test_the_lineage_is_the_main_branch_and_an_expired_parent_cuts_it(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ from binlake.lake.embedded_catalog import (
 )
 from binlake.lake.runtime import ensure_iceberg_jars, find_java, sqlite_jdbc_jar
 from binlake.lake.spark_errors import first_line, java_causes, missing_class_error
-from binlake.lake.target import ICEBERG_CATALOG, LakeTarget
+from binlake.lake.target import ICEBERG_CATALOG, LakeTarget, hadoop_catalog_conf
 
 __all__ = [
     "ICEBERG_CATALOG",
@@ -178,14 +178,7 @@ def session_conf(settings: SparkSettings, iceberg_jars: tuple[Path, ...] = ()) -
     if settings.sqlite_catalog:
         conf.update(embedded_catalog_conf(settings.catalog, settings.warehouse.resolve()))
     elif settings.embedded_catalog:
-        prefix = f"spark.sql.catalog.{settings.catalog}"
-        conf[prefix] = ICEBERG_CATALOG
-        conf[f"{prefix}.type"] = "hadoop"
-        conf[f"{prefix}.warehouse"] = str(settings.warehouse.resolve())
-        # Other processes write these tables too (`binlake snapshot`, maintenance jobs, the
-        # run before a crash): every statement loads the table's current metadata, so a MERGE
-        # never starts from a cached, stale snapshot (a needless commit conflict).
-        conf[f"{prefix}.cache-enabled"] = "false"
+        conf.update(hadoop_catalog_conf(settings.catalog, settings.warehouse.resolve()))
     jars = [*(str(p) for p in iceberg_jars), *_user_jars(settings)]
     if jars:
         conf["spark.jars"] = ",".join(jars)

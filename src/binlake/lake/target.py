@@ -136,6 +136,23 @@ def lake_target(config: Config) -> LakeTarget:
     )
 
 
+def hadoop_catalog_conf(name: str, warehouse: Path) -> dict[str, str]:
+    """The Spark keys of a Hadoop catalog ``name`` on the folder ``warehouse`` (absolute).
+
+    The table cache is off. Other processes write these tables too (`binlake snapshot`,
+    maintenance jobs, the run before a crash): every statement loads the table's current
+    metadata, so a MERGE never starts from a cached, stale snapshot (a needless commit
+    conflict), and a snapshot already in the metadata files is always found by id (a cached
+    table misses it until its own commit finishes: ``VERSION AS OF`` fails)."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: ICEBERG_CATALOG,
+        f"{prefix}.type": "hadoop",
+        f"{prefix}.warehouse": str(warehouse),
+        f"{prefix}.cache-enabled": "false",
+    }
+
+
 def jdbc_catalog_conf(name: str, catalog: CatalogConfig) -> dict[str, str]:
     """The Spark keys of a JDBC catalog named ``name``, the password aside (``secret_conf``).
 
