@@ -1,5 +1,6 @@
-"""Spark and Iceberg for real: tables binlake creates, commits that carry its position, and
-exact values for every mapped type. One local Spark session for the run (the ``spark`` fixture).
+"""Spark and Iceberg for real: tables binlake creates, commits that carry its position, exact
+values for every mapped type, and the driver's console log. One local Spark session for the run
+(the ``spark`` fixture).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def test_the_drivers_log_writes_a_java_exception_as_one_line_without_its_stack(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     log4j = jvm.org.apache.logging.log4j
-    layout = log4j.LogManager.getContext(False).getConfiguration().getAppender("console")
+    console = log4j.LogManager.getContext(False).getConfiguration().getAppender("console")
     error = jvm.java.lang.IllegalStateException(
         "Failed to send RPC", jvm.java.io.IOException("Connection reset by peer")
     )
@@ -112,7 +113,7 @@ def test_the_drivers_log_writes_a_java_exception_as_one_line_without_its_stack(
     def line(message: str, thrown: Any = None) -> str:
         event = log4j.core.impl.Log4jLogEvent.newBuilder().setLoggerName("org.apache.spark.x.Y")
         event = event.setLevel(log4j.Level.ERROR).setMessage(log4j.message.SimpleMessage(message))
-        return str(layout.getLayout().toSerializable(event.setThrown(thrown).build()))
+        return str(console.getLayout().toSerializable(event.setThrown(thrown).build()))
 
     assert line("Error sending result", error).endswith(
         " ERROR Y: Error sending result: java.lang.IllegalStateException: Failed to send RPC\n"
