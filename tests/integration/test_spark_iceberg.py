@@ -1,5 +1,6 @@
-"""Spark and Iceberg for real: tables binlake creates, commits that carry its position, and
-exact values for every mapped type. One local Spark session for the run (the ``spark`` fixture).
+"""Spark and Iceberg for real: tables binlake creates, commits that carry its position, exact
+values for every mapped type, and the driver's console log. One local Spark session for the run
+(the ``spark`` fixture).
 """
 
 from __future__ import annotations
@@ -87,6 +88,41 @@ def merge_sql(table: str, view: str) -> str:
         "WHEN MATCHED THEN UPDATE SET t.v = s.v "
         "WHEN NOT MATCHED AND s.op != 'd' THEN INSERT (id, v) VALUES (s.id, s.v)"
     )
+
+
+# ---- the driver's log --------------------------------------------------------------------------
+
+
+def test_the_drivers_log_writes_a_java_exception_as_one_line_without_its_stack(
+    spark: SparkSession,
+) -> None:
+    """What Spark's network and scheduler classes log when an executor dies (an exception with
+    its stack, or a stack written into the message, as in "Lost task"): the console appender
+    binlake's log4j2.properties gives the driver prints the message and the exception's first
+    line, never a stack frame."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log4j = jvm.org.apache.logging.log4j
+    console = log4j.LogManager.getContext(False).getConfiguration().getAppender("console")
+    error = jvm.java.lang.IllegalStateException(
+        "Failed to send RPC", jvm.java.io.IOException("Connection reset by peer")
+    )
+    stack = jvm.org.apache.spark.util.Utils.exceptionString(error)
+    assert "\tat " in stack
+
+    def line(message: str, thrown: Any = None) -> str:
+        event = log4j.core.impl.Log4jLogEvent.newBuilder().setLoggerName("org.apache.spark.x.Y")
+        event = event.setLevel(log4j.Level.ERROR).setMessage(log4j.message.SimpleMessage(message))
+        return str(console.getLayout().toSerializable(event.setThrown(thrown).build()))
+
+    assert line("Error sending result", error).endswith(
+        " ERROR Y: Error sending result: java.lang.IllegalStateException: Failed to send RPC\n"
+    )
+    assert line(f"Lost task 1.0: {stack}").endswith(
+        " ERROR Y: Lost task 1.0: java.lang.IllegalStateException: Failed to send RPC\n"
+        "Caused by: java.io.IOException: Connection reset by peer\n"
+    )
+    assert line("Lost executor 0 on 127.0.0.1").endswith(" Lost executor 0 on 127.0.0.1\n")
 
 
 # ---- tables -----------------------------------------------------------------------------------
