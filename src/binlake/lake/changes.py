@@ -121,8 +121,6 @@ class KeyedChanges:
         #: Row changes taken in (not net): for metrics.
         self.changes = 0
         self._absent: bool | None = None
-        #: Some row kept in ``_net`` lacked a value (``has_absent`` scans only then).
-        self._kept_absent = False
         #: Entries beyond ``max_entries`` go to disk in runs (``binlake.lake.spill``).
         self.max_entries = max_entries if max_entries is not None else spill.MAX_ENTRIES
         self._spill: KeySpill | None = None
@@ -206,8 +204,6 @@ class KeyedChanges:
     def _upsert(self, key: Row, row: Row, *, existed: bool) -> None:
         self._net[key] = _Net(Op.UPSERT, row, existed)
         self._absent = None
-        if not self._kept_absent and _lacks(row):
-            self._kept_absent = True
         if len(self._net) > self.max_entries:
             self._spill_run()
 
@@ -222,8 +218,6 @@ class KeyedChanges:
                 self._spill_run()
 
     def _require_whole(self, row: Row, what: str) -> None:
-        if not _lacks(row):
-            return
         missing = [self.names[i] for i, value in enumerate(row) if value is ABSENT]
         if missing:
             raise RowImageError(
@@ -241,9 +235,8 @@ class KeyedChanges:
         may have filled it, and MERGE is then taken where a row delta would have done)."""
         if self._absent is None:
             spilled = self._spill is not None and self._spill.absent
-            self._absent = spilled or (
-                self._kept_absent
-                and any(e.row is not None and _lacks(e.row) for e in self._net.values())
+            self._absent = spilled or any(
+                e.row is not None and _lacks(e.row) for e in self._net.values()
             )
         return self._absent
 
@@ -302,13 +295,16 @@ class KeyedChanges:
         where = [source[c.name.casefold()] for c in columns]
         key_columns = [c for c in columns if source[c.name.casefold()] in self.key_index]
         key_columns.sort(key=lambda c: self.key_index.index(source[c.name.casefold()]))
-        # Column-wise (``zip(*rows)`` transposes in C), not value by value.
-        upserts = [row for _key, _op, row, _existed in chunk if row is not None]
-        older = [key for key, _op, _row, existed in chunk if existed]
-        by_source = _transposed(upserts, len(self.names))
-        by_key = _transposed(older, len(key_columns))
-        rows = [by_source[index] for index in where]
-        return _arrow(rows, columns, self.table), _arrow(by_key, key_columns, self.table)
+        rows: list[list[Any]] = [[] for _ in columns]
+        keys: list[list[Any]] = [[] for _ in key_columns]
+        for key, _op, row, existed in chunk:
+            if row is not None:
+                for out, index in zip(rows, where, strict=True):
+                    out.append(row[index])
+            if existed:
+                for out, value in zip(keys, key, strict=True):
+                    out.append(value)
+        return _arrow(rows, columns, self.table), _arrow(keys, key_columns, self.table)
 
     def _key_only(self, key: Row) -> Row:
         row: list[Any] = [None] * len(self.names)
@@ -396,18 +392,13 @@ def _tuple_getter(indexes: tuple[int, ...]) -> Callable[[Row], Row]:
     return cast(Callable[[Row], Row], itemgetter(*indexes))
 
 
-def _transposed(rows: list[Row], width: int) -> list[Sequence[Any]]:
-    """The columns of ``rows`` (each of ``width`` values)."""
-    return list(zip(*rows, strict=True)) if rows else [() for _ in range(width)]
-
-
-def _arrow(values: Sequence[Sequence[Any]], columns: Sequence[LakeColumn], table: str) -> pa.Table:
+def _arrow(values: list[list[Any]], columns: Sequence[LakeColumn], table: str) -> pa.Table:
     arrays = [column_array(v, c, table) for v, c in zip(values, columns, strict=True)]
     fields = [pa.field(c.name, c.arrow_type()) for c in columns]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def column_array(values: Sequence[Any], column: LakeColumn, table: str) -> pa.Array:
+def column_array(values: list[Any], column: LakeColumn, table: str) -> pa.Array:
     """``values`` as an Arrow array of ``column``'s type; a value that does not fit is an
     ``ApplyError`` naming the table and column."""
     try:
