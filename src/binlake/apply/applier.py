@@ -186,6 +186,8 @@ class Applier:
         finally:
             self._snapshots.close()
             self._hints.close()
+            if self._session is not None:
+                self._session.batches.close()
         return self.result
 
     def _start(self) -> RelayState | None:
@@ -225,6 +227,8 @@ class Applier:
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
         )
         batches.copy_holds.add(self._snapshots.held())
+        if self._session is not None:
+            self._session.batches.close()
         reader = RelayReader(self.config.state.relay_dir, start)
         self._session = _Session(accounting, batches, reader, warehouse_sync)
         self.console.message(

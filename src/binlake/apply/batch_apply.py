@@ -116,6 +116,10 @@ class BatchApplier:
         self.copy_holds = CopyHolds()
         self._commit_worker = commit_worker()
 
+    def close(self) -> None:
+        """End the commit worker's thread (no commit is in flight between batches)."""
+        self._commit_worker.shutdown(wait=True)
+
     def apply(self, batch: Batch, number: int) -> BatchResult:
         if not batch.transactions:
             # Control events only (the relay log's opening events before the source's first
