@@ -38,19 +38,21 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
-from binlake.apply.plan import Batch, BatchBuilder, Bounds, classify
+from binlake.apply.plan import Batch, BatchBuilder, Bounds, Selected, Unit, classify
+from binlake.apply.prefetch import ahead
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import MB, Console, reconnect_notice
 from binlake.crashpoints import crash_point
-from binlake.errors import CommitConflictError, SourcePositionLostError
+from binlake.errors import BinlakeError, CommitConflictError, SourcePositionLostError
 from binlake.lake.session import SparkSession
 from binlake.lake.tables import Lake
 from binlake.lake.target import LakeTarget
@@ -184,6 +186,8 @@ class Applier:
         finally:
             self._snapshots.close()
             self._hints.close()
+            if self._session is not None:
+                self._session.batches.close()
         return self.result
 
     def _start(self) -> RelayState | None:
@@ -223,6 +227,8 @@ class Applier:
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
         )
         batches.copy_holds.add(self._snapshots.held())
+        if self._session is not None:
+            self._session.batches.close()
         reader = RelayReader(self.config.state.relay_dir, start)
         self._session = _Session(accounting, batches, reader, warehouse_sync)
         self.console.message(
@@ -307,10 +313,11 @@ class Applier:
             reader = self._started().reader
             state = self._state = self.relay.wait_past(reader.position, self._wait_s())
             if state.durable is not None:
-                for group in reader.read(state.durable):
-                    self._batch_group(group)
-                    if self._stop.is_set():
-                        return  # the open batch is abandoned: read again at the next start
+                with closing(self._read(reader, state.durable)) as units:
+                    for unit in units:
+                        self._batch_group(unit)
+                        if self._stop.is_set():
+                            return  # the open batch is abandoned: read again at the next start
                 if self._gap_check is not None and reader.source_position is not None:
                     self._check_no_gap(reader.source_position)  # a preamble without transactions
             if self._builder.due(time.monotonic()):
@@ -335,13 +342,21 @@ class Applier:
         left = batch.started + self._builder.bounds.max_seconds - time.monotonic()
         return max(0.0, min(POLL_S, left))
 
-    def _batch_group(self, group: RelayGroup) -> None:
-        """Count ``group`` for the checkpoint and add it to the open batch (applying the
-        batches it completes)."""
+    def _read(self, reader: RelayReader, limit: RelayPosition) -> Generator[Classified, None, None]:
+        """The relay log's groups up to ``limit``, classified, read ahead on a thread while
+        batches commit (``binlake.apply.prefetch``)."""
+        selected = self.target.selected
+        return ahead((_classified(g, selected) for g in reader.read(limit)), _classified_size)
+
+    def _batch_group(self, classified: Classified) -> None:
+        """Count the group for the checkpoint and add its unit to the open batch (applying
+        the batches it completes)."""
         accounting = self._started().accounting
+        group, unit = classified
         if self._gap_check is not None and group.position is not None:
             self._check_no_gap(group.position)
-        unit = classify(group, self.target.selected)
+        if isinstance(unit, BinlakeError):
+            raise unit
         accounting.on_read(group.relay_file, is_transaction=unit.is_transaction)
         self._apply_all(self._builder.add(unit, time.monotonic()))
         if self._builder.due(time.monotonic()):
@@ -502,3 +517,18 @@ class Applier:
             except OSError:
                 continue
         return max(total, 0)
+
+
+#: A relay group and its unit (or why it has none: raised where the group is applied).
+Classified = tuple[RelayGroup, Unit | BinlakeError]
+
+
+def _classified(group: RelayGroup, selected: Selected) -> Classified:
+    try:
+        return group, classify(group, selected)
+    except BinlakeError as error:
+        return group, error
+
+
+def _classified_size(classified: Classified) -> int:
+    return classified[0].size

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from binlake.apply.accounting import DdlHolds
+from binlake.apply.commit_queue import CommitQueue, commit_worker
 from binlake.apply.holds import CopyHolds
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
 from binlake.binlog.charsets import decode_text
@@ -113,6 +114,11 @@ class BatchApplier:
         self.writes: dict[TableName, Write] = {}
         #: Tables being copied: their changes wait (``apply.holds``).
         self.copy_holds = CopyHolds()
+        self._commit_worker = commit_worker()
+
+    def close(self) -> None:
+        """End the commit worker's thread (no commit is in flight between batches)."""
+        self._commit_worker.shutdown(wait=True)
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         if not batch.transactions:
@@ -138,19 +144,17 @@ class BatchApplier:
 
     def _rows(self, batch: Batch, properties: dict[str, str]) -> BatchResult:
         result = BatchResult()
-        commits = [0]
-        for source in _touched(batch):
-            attempt = partial(self._table_rows, batch, source, properties, commits)
-            done = self.lake.committing(source, attempt)
-            if done is None:
-                continue
-            changes, write = done
+        with CommitQueue[tuple[TableName, int, Write]](self._commit_worker) as commits:
+            for source in _touched(batch):
+                attempt = partial(self._table_rows, batch, source, properties, commits)
+                self.lake.committing(source, attempt)
+        for source, changes, write in commits.done:
             result.committed[source] += changes
             result.writes[source] = write
             if self.writes.get(source) != write:
                 self.writes[source] = write
                 result.messages.append(f"{source}: rows written by {write.describe()}")
-        if not commits[0]:
+        if not commits.count:
             crash_point("apply_before_commit")  # a batch that brings no table anything
         crash_point("apply_after_commits")
         return result
@@ -160,14 +164,15 @@ class BatchApplier:
         batch: Batch,
         source: TableName,
         properties: dict[str, str],
-        commits: list[int],
+        commits: CommitQueue[tuple[TableName, int, Write]],
         retries: int,
-    ) -> tuple[int, Write] | None:
+    ) -> None:
         """Plan ``source``'s changes in ``batch`` from what its table holds now (transactions
-        it has by position skipped), and commit them; the row changes committed and the write
-        they took (None: the table had everything already)."""
+        it has by position skipped), and queue their commit (``commits``: it runs once the
+        previous table's is done, while the next table's changes are planned). Nothing is
+        queued when the table had everything already."""
         if self.copy_holds.holds(source):
-            return None  # applied once its copy is done, from the copy's position
+            return  # applied once its copy is done, from the copy's position
         table = self.lake.table(source)
         changes: Changes | None = None
         for unit in batch.units:
@@ -177,15 +182,21 @@ class BatchApplier:
                 if rows.table_map.name != source:
                     continue
                 if changes is None:
+                    if not self.lake.in_sync(table, rows.table_map):
+                        commits.wait()  # a schema change is a write: after the commit before
                     self.lake.prepare(table, rows.table_map, rows.recorded_hints)
                     changes = table.new_changes(rows.table_map)
                 self._feed(changes, table, rows, str(unit.position), unit.group.relay_file)
         if changes is None or not len(changes):
-            return None
-        crash_point("apply_between_tables" if commits[0] else "apply_before_commit")
-        write = self.lake.commit(table, changes, with_retries(properties, retries), batch.position)
-        commits[0] += 1
-        return changes.changes, write
+            return
+        done = changes
+        commit_properties = with_retries(properties, retries)
+
+        def commit() -> tuple[TableName, int, Write]:
+            write = self.lake.commit(table, done, commit_properties, batch.position)
+            return source, done.changes, write
+
+        commits.submit(commit)
 
     def _feed(
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, file: str

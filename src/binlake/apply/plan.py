@@ -277,7 +277,8 @@ class BatchBuilder:
         shapes = {r.table_map.name: shape(r.table_map) for r in unit.rows}
         batch = self._open
         if batch is not None and any(
-            batch.shapes.get(table, s) != s for table, s in shapes.items()
+            (kept := batch.shapes.get(table, s)) is not s and kept != s
+            for table, s in shapes.items()
         ):
             done += self.flush()
             batch = None

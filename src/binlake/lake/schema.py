@@ -108,9 +108,20 @@ CHANGELOG_COLUMNS: tuple[tuple[str, IcebergType, str], ...] = (
 _CHANGELOG_NAMES = frozenset(name for name, _, _ in CHANGELOG_COLUMNS)
 
 
+#: ``shape`` of recent TABLE_MAPs (every rows event has one; ``replace`` is slow for as many).
+_SHAPES: dict[TableMap, TableMap] = {}
+_SHAPES_KEPT = 1024
+
+
 def shape(table_map: TableMap) -> TableMap:
-    """A TABLE_MAP without what changes while the table does not (its id, its flags)."""
-    return replace(table_map, table_id=0, flags=0)
+    """A TABLE_MAP without what changes while the table does not (its id, its flags); equal
+    TABLE_MAPs give the same object."""
+    shaped = _SHAPES.get(table_map)
+    if shaped is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        shaped = _SHAPES[table_map] = replace(table_map, table_id=0, flags=0)
+    return shaped
 
 
 def changelog_schema(tm: TableMap, hints: Mapping[int, str] | None = None) -> LakeSchema:

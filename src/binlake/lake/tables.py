@@ -287,6 +287,10 @@ class Lake:
 
     # ---- schema ------------------------------------------------------------------------------
 
+    def in_sync(self, table: LakeTable, table_map: TableMap) -> bool:
+        """``prepare`` has nothing to do: the Iceberg table matches ``table_map`` already."""
+        return table.schema is not None and table.in_sync == shape(table_map)
+
     def prepare(
         self,
         table: LakeTable,
@@ -295,9 +299,10 @@ class Lake:
     ) -> LakeSchema:
         """Make the Iceberg table match ``table_map`` (create or evolve); its schema then.
         ``recorded_hints``: the UUID/INET hints the relay log recorded with the TABLE_MAP."""
-        wanted = shape(table_map)
-        if table.in_sync == wanted and table.schema is not None:
+        if self.in_sync(table, table_map):
+            assert table.schema is not None
             return table.schema
+        wanted = shape(table_map)
         self._learn_hints(table, table_map, recorded_hints)
         key = self.key_columns.get(table.source)
         before = table.schema

@@ -102,7 +102,18 @@ class LakeTarget:
             databases = [namespace]
         return TableName(databases[0], table) if databases else None
 
+    #: ``selected``'s answers (asked for every rows event).
+    _selected: dict[TableName, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
     def selected(self, source_table: TableName) -> bool:
+        answer = self._selected.get(source_table)
+        if answer is None:
+            answer = self._selected[source_table] = self._matches(source_table)
+        return answer
+
+    def _matches(self, source_table: TableName) -> bool:
         if source_table.database.lower() in SYSTEM_DATABASES:
             return False
         included = any(glob.matches(source_table) for glob in self.include)
