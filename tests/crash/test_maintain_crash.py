@@ -7,14 +7,15 @@ must then be absent, never on an older snapshot (its position would apply the ba
 the restart sets it on the newest binlake snapshot with its next commit.
 
 ``maintain_after_<step>``: `binlake maintain` (its own process, the step the only one its
-thresholds call for) killed once the step's commit (or, for orphans, its deletions) is done,
-after each step in turn on one replicated database: replication goes on after each kill;
-`verify` passes and every table's history is exactly once.
+thresholds call for) killed once the step's commit (or, for orphans, its deletions) is done:
+replication goes on; `verify` passes and every table's history is exactly once.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from binlake.lake.commit import current_lineage, refs
 from binlake.lake.iceberg_meta import APPLIED_TAG
@@ -59,27 +60,17 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
     assert refs(spark, name)[APPLIED_TAG] == ("tag", newest.snapshot_id)  # type: ignore[arg-type]
 
 
-def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+@pytest.mark.parametrize("step", [s.value for s in Step])
+def test_maintain_killed_after_a_step_then_replicated_is_exactly_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object, step: str
 ) -> None:
-    """One replicated database; `binlake maintain` killed after each step in turn (its
-    thresholds calling for that step only, orphan removal last): after each kill the source
-    changes, replication catches up, `verify` passes for both tables and every table's history
-    is exactly once."""
-    database = "crash_maintain"
-    config = replicated_workload(source, spark, tmp_path, database)
-    replicated = config.read_text()
-    for run, step in enumerate(Step, start=1):
-        config.write_text(replicated + maintaining_only(step.value))
-        killed = run_binlake(
-            "maintain",
-            config,
-            "--tables",
-            f"{database}.keyed",
-            crash_point=f"maintain_after_{step}",
-        )
-        assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
-        write_changes(source, database, 100 * run)
-        replicate_in_process(config, spark)
-        assert len(assert_verify_passes(config, spark)) == 2
-        assert_history_is_exactly_once(config, spark)
+    database = f"crash_maintain_{step}"
+    config = replicated_workload(source, spark, tmp_path, database, maintaining_only(step))
+    killed = run_binlake(
+        "maintain", config, "--tables", f"{database}.keyed", crash_point=f"maintain_after_{step}"
+    )
+    assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
+    write_changes(source, database, 100)
+    replicate_in_process(config, spark)
+    assert len(assert_verify_passes(config, spark)) == 2
+    assert_history_is_exactly_once(config, spark)
