@@ -1,6 +1,8 @@
-"""Snapshots killed (SIGKILL) at every snapshot crash point, then restarted: each copy resumes
-after its last committed chunk (the chunks committed before the kill stay in the table's
-lineage, none is committed twice), and the tables equal the source (`verify`).
+"""Snapshots killed (SIGKILL) at every snapshot crash point, then restarted: one copy is killed
+at each point in turn (each restart recovers from the kill before it and must die at its own
+point), resuming after its last committed chunk (the chunks committed before each kill stay in
+the table's lineage, none is committed twice); after the last, the tables equal the source
+(`verify`). The finished copy's re-snapshot is then killed after dropping the old table.
 
 Also the tables changed under a copy: altered between two of its chunks (the copy starts over
 with the new shape), and dropped (the copy ends, streaming replays the DROP).
@@ -37,18 +39,25 @@ pytestmark = pytest.mark.crash
 
 ROWS = 24_000
 CHUNK_ROWS = 6_000
-#: Case -> the crash points (name:pass) the copy is killed at, one run each, in order; then a
-#: restart finishes it. snapshot_after_replace is the re-snapshot's own test. A copy killed
-#: before its second commit leaves chunk files no commit references: its restart is killed
-#: while deleting them (snapshot_during_cleanup), and the next restart deletes the rest. A copy
-#: killed with every chunk committed, before its high position (snapshot_before_high), has its
-#: restart killed once it is marked done (snapshot_before_done).
-CASES = {
-    "snapshot_after_plan": ("snapshot_after_plan:1",),
-    "snapshot_before_chunk": ("snapshot_before_chunk:2", "snapshot_during_cleanup:1"),
-    "snapshot_after_chunk": ("snapshot_after_chunk:2",),
-    "snapshot_before_done": ("snapshot_before_high:1", "snapshot_before_done:1"),
-}
+#: Ten chunks of `big` for the copy killed at every point: room for the commits its killed runs
+#: make before their points (a commit takes every chunk finished in key order since the last
+#: one: one or a few).
+LINEAGE_CHUNK_ROWS = 2_400
+#: The crash points (name:pass) one copy is killed at, in this order; then a restart finishes it.
+#: Killed after its second chunk commit, the copy resumes; its restart is killed before its
+#: second commit, leaving chunk files no commit references; the next restart is killed while
+#: deleting them (snapshot_during_cleanup), the next deletes the rest, commits every chunk and
+#: is killed before the high position (snapshot_before_high); the last killed run marks the copy
+#: done and dies before the plan forgets it (snapshot_before_done). snapshot_after_replace is the
+#: re-snapshot's, at the end of the same test.
+KILLS = (
+    "snapshot_after_plan:1",
+    "snapshot_after_chunk:2",
+    "snapshot_before_chunk:2",
+    "snapshot_during_cleanup:1",
+    "snapshot_before_high:1",
+    "snapshot_before_done:1",
+)
 KILLED = -9
 
 
@@ -56,12 +65,17 @@ source = module_source("snapshot-crash-source")
 
 
 def test_every_snapshot_crash_point_has_a_case() -> None:
-    killed = {kill.split(":")[0] for kills in CASES.values() for kill in kills}
-    cased = {*killed, "snapshot_after_replace"}
+    cased = {kill.split(":")[0] for kill in KILLS} | {"snapshot_after_replace"}
     assert cased == {name for name in POINTS if name.startswith("snapshot_")}
 
 
-def prepare(tmp_path: Path, source: MariaDBSandbox, spark: object, database: str) -> Path:
+def prepare(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: object,
+    database: str,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Path:
     source.execute(f"CREATE DATABASE {database}")
     with source.connect(database) as conn, conn.cursor() as cursor:
         cursor.execute("CREATE TABLE big (id INT PRIMARY KEY, v VARCHAR(20), d DATE)")
@@ -71,7 +85,7 @@ def prepare(tmp_path: Path, source: MariaDBSandbox, spark: object, database: str
         )
         cursor.execute("CREATE TABLE loose (a INT, b TEXT)")
         cursor.execute("INSERT INTO loose SELECT seq MOD 3, 'x' FROM seq_1_to_500")
-    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {CHUNK_ROWS}\n")
+    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {chunk_rows}\n")
 
 
 def chunk_ids(config_path: Path, spark: object, table: str) -> list[int]:
@@ -111,21 +125,30 @@ def change_after_the_first_chunk(
     finish_and_check(config, spark, database)
 
 
-@pytest.mark.parametrize("point", sorted(CASES))
-def test_a_snapshot_killed_at_a_crash_point_resumes_after_its_last_chunk(
-    tmp_path: Path, source: MariaDBSandbox, spark: object, point: str
+def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_chunk(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:
-    database = f"snapcrash_{point.removeprefix('snapshot_')}"
-    config = prepare(tmp_path, source, spark, database)
-    for kill in CASES[point]:
+    """After each kill the copy's chunk commits before it are still the start of the table's
+    lineage (it resumed, it did not start over), no chunk or position is committed twice, and a
+    row is inserted on the source; the last restart finishes the copy: the lake equals the
+    source, the plan is empty, no chunk file is left uncommitted. Then a re-snapshot of the
+    finished table, killed after dropping the old table, copies it again on restart."""
+    database = "snapcrash_lineage"
+    big = f"{database}.big"
+    config = prepare(tmp_path, source, spark, database, LINEAGE_CHUNK_ROWS)
+    before: list[int] = []
+    for run, kill in enumerate(KILLS, start=1):
         killed_at(config, kill)
-    before = chunk_ids(config, spark, f"{database}.big")
-    source.execute(f"INSERT INTO {database}.big VALUES ({ROWS + 1}, 'after', NULL)")
+        now = chunk_ids(config, spark, big)
+        assert now[: len(before)] == before, f"started over at {kill}"
+        assert_history_is_exactly_once(config, spark)
+        source.execute(f"INSERT INTO {big} VALUES ({ROWS + run}, 'after kill {run}', NULL)")
+        before = now
+    assert len(before) > 2, before  # the chunks the killed runs committed
     finish_and_check(config, spark, database)
-    after = chunk_ids(config, spark, f"{database}.big")
-    assert after[: len(before)] == before, "the copy started over instead of resuming"
-    assert len(after) > len(before) or point == "snapshot_before_done"
-    assert not uncommitted_files(config, spark, f"{database}.big")
+    assert chunk_ids(config, spark, big)[: len(before)] == before, "the copy started over"
+    assert not uncommitted_files(config, spark, big)
+    resnapshot_killed_after_dropping_the_old_table(config, spark, source, database)
 
 
 def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]:
@@ -139,12 +162,11 @@ def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]
     return sorted(p.name for p in copies if p.name not in referenced)
 
 
-def test_a_resnapshot_killed_after_dropping_the_old_table_copies_it_on_restart(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+def resnapshot_killed_after_dropping_the_old_table(
+    config: Path, spark: object, source: MariaDBSandbox, database: str
 ) -> None:
-    database = "snapcrash_replace"
-    config = prepare(tmp_path, source, spark, database)
-    finish_and_check(config, spark, database)
+    """`binlake snapshot --tables` of a copied table, killed once it dropped the old Iceberg
+    table: the restart copies it again."""
     source.execute(f"UPDATE {database}.big SET v = 'changed' WHERE id <= 10")
     tables = ("--tables", f"{database}.big")
     killed = run_binlake("snapshot", config, *tables, crash_point="snapshot_after_replace:1")

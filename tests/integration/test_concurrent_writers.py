@@ -24,13 +24,12 @@ from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
-    describe,
     lake_warehouse,
     module_source,
     replicate_command,
     replicate_env,
+    replicate_in_process,
     run_binlake,
-    run_replicate,
 )
 
 source = module_source("concurrent-writers-source")
@@ -120,8 +119,7 @@ def test_replicate_keeps_running_while_another_process_alters_deletes_and_compac
     # The other writer's DELETEs took rows the source still has: update every row once more, so
     # that the lake equals the source again (the MERGE inserts a key it no longer holds).
     source.execute(f"UPDATE {database}.t SET v = v + 1")
-    final = run_replicate(config, "--until-caught-up")
-    assert final.returncode == 0, describe(final)
+    replicate_in_process(config, spark)  # the catch-up: no process of its own needed
     assert assert_verify_passes(config, spark) == [f"{database}.t"]
     assert_history_is_exactly_once(config, spark)
     status = run_binlake("status", config, "--json")
@@ -177,39 +175,69 @@ def test_the_embedded_catalog_refuses_a_commit_built_on_metadata_another_process
         session, table
     ).operations()
     base = operations.current()  # A's view: version N
-    commit_in_another_process(spark, table, "B", "b")
-    stale = base.replaceProperties(jvm.java.util.HashMap({"writer": "A"}))
-    with pytest.raises(Exception, match=r"CommitFailedException"):
-        operations.commit(base, stale)
-    assert properties(spark, table)["writer"] == "B"  # A's failed commit changed nothing
+    with OtherProcess(lake_warehouse(spark)) as other:
+        other.commit(table, "B", "b")
+        stale = base.replaceProperties(jvm.java.util.HashMap({"writer": "A"}))
+        with pytest.raises(Exception, match=r"CommitFailedException"):
+            operations.commit(base, stale)
+        assert properties(spark, table)["writer"] == "B"  # A's failed commit changed nothing
 
-    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, table)
-    update = loaded.updateProperties()
-    commit_in_another_process(spark, table, "C", "c")
+        loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, table)
+        update = loaded.updateProperties()
+        other.commit(table, "C", "c")
     update.set("writer", "A").commit()  # reads the table again, then commits on top of C's
     after = properties(spark, table)
     assert (after["writer"], after["b"], after["c"]) == ("A", "1", "1")
 
 
-def commit_in_another_process(spark: object, table: str, writer: str, key: str) -> None:
-    statement = f"ALTER TABLE {table} SET TBLPROPERTIES ('writer'='{writer}', '{key}'='1')"
-    other = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; "
-            "from binlake.lake.session import SparkSettings, build_session, stop_session; "
-            "s = build_session(SparkSettings(app_name='other', warehouse=Path(sys.argv[1]))); "
-            "s.sql(sys.argv[2]); stop_session(s)",
-            str(lake_warehouse(spark)),
-            statement,
-        ],
-        capture_output=True,
-        text=True,
-        env=replicate_env(),
-        timeout=240,
-    )
-    assert other.returncode == 0, other.stderr
+#: Its own Spark session on the warehouse argv[1]; runs each line of stdin as a statement and
+#: prints "ok" once it committed (a failure ends it, the error on stderr).
+_OTHER = """
+import sys
+from pathlib import Path
+from binlake.lake.session import SparkSettings, build_session, stop_session
+session = build_session(SparkSettings(app_name="other", warehouse=Path(sys.argv[1])))
+for line in sys.stdin:
+    session.sql(line).collect()
+    print("ok", flush=True)
+stop_session(session)
+"""
+
+
+class OtherProcess:
+    """Another process with its own Spark session on the embedded catalog (one JVM start for
+    the test's commits), committing what ``commit`` asks for, one statement at a time."""
+
+    def __init__(self, warehouse: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _OTHER, str(warehouse)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=replicate_env(),
+        )
+
+    def __enter__(self) -> OtherProcess:
+        return self
+
+    def commit(self, table: str, writer: str, key: str) -> None:
+        """``writer`` and ``key`` set as table properties, committed by the other process."""
+        statement = f"ALTER TABLE {table} SET TBLPROPERTIES ('writer'='{writer}', '{key}'='1')"
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(statement + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        assert answer == "ok\n", self.failure()
+
+    def failure(self) -> str:
+        self.process.kill()
+        _, err = self.process.communicate(timeout=60)
+        return err[-6000:]
+
+    def __exit__(self, *_: object) -> None:
+        _, err = self.process.communicate(timeout=240)  # stdin closed: the session stops
+        assert self.process.returncode == 0, err[-6000:]
 
 
 def properties(spark: object, table: str) -> dict[str, str]:
