@@ -2,10 +2,11 @@
 at each point in turn (each restart recovers from the kill before it and must die at its own
 point), resuming after its last committed chunk (the chunks committed before each kill stay in
 the table's lineage, none is committed twice); after the last, the tables equal the source
-(`verify`). The finished copy's re-snapshot is then killed after dropping the old table.
+(`verify`). Between two of its kills the table is altered on the source: the copy starts over
+with the new shape, and the kills after it resume that copy. The finished copy's re-snapshot is
+then killed after dropping the old table.
 
-Also the tables changed under a copy: altered between two of its chunks (the copy starts over
-with the new shape), and dropped (the copy ends, streaming replays the DROP).
+Also a table dropped under a copy: the copy ends, streaming replays the DROP.
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ CHUNK_ROWS = 6_000
 #: one: one or a few).
 LINEAGE_CHUNK_ROWS = 2_400
 #: The crash points (name:pass) one copy is killed at, in this order; then a restart finishes it.
-#: Killed after its second chunk commit, the copy resumes; its restart is killed before its
-#: second commit, leaving chunk files no commit references; the next restart is killed while
-#: deleting them (snapshot_during_cleanup), the next deletes the rest, commits every chunk and
-#: is killed before the high position (snapshot_before_high); the last killed run marks the copy
-#: done and dies before the plan forgets it (snapshot_before_done). snapshot_after_replace is the
-#: re-snapshot's, at the end of the same test.
+#: Killed after its second chunk commit, the table is altered on the source (ALTERED_AFTER); the
+#: restart copies it again with its new shape and is killed before its second commit, leaving
+#: chunk files no commit references; the next restart is killed while deleting them
+#: (snapshot_during_cleanup), the next deletes the rest, resumes the new copy after its first
+#: commit, commits the rest and is killed before the high position (snapshot_before_high); the
+#: last killed run marks the copy done and dies before the plan forgets it
+#: (snapshot_before_done). snapshot_after_replace is the re-snapshot's, at the end of the test.
 KILLS = (
     "snapshot_after_plan:1",
     "snapshot_after_chunk:2",
@@ -57,6 +59,16 @@ KILLS = (
     "snapshot_during_cleanup:1",
     "snapshot_before_high:1",
     "snapshot_before_done:1",
+)
+#: After this kill `big` changes shape between two chunks of its copy: a column added and the
+#: key's own type changed (the committed chunks hold INT keys, the source's are BIGINT now, a
+#: row far past INT's range). The restart copies it again from its start; the new key range
+#: puts every row but that one in the new copy's first chunk, so its resumed part is one chunk
+#: from its first uncommitted key (which must not read the table whole again).
+ALTERED_AFTER = "snapshot_after_chunk:2"
+ALTER = (
+    "ALTER TABLE {db}.big MODIFY id BIGINT NOT NULL, ADD COLUMN extra INT NOT NULL DEFAULT 5",
+    "INSERT INTO {db}.big VALUES (5000000000, 'late', NULL, 6)",
 )
 KILLED = -9
 
@@ -100,6 +112,14 @@ def chunk_ids(config_path: Path, spark: object, table: str) -> list[int]:
     return [s.snapshot_id for s in reversed(lineage) if progress_of(s.summary) is not None]
 
 
+def assert_no_key_twice(config_path: Path, spark: object, table: str) -> None:
+    """No key of the table is in the lake twice (a chunk's rows committed again would be)."""
+    name = lake_target(load_config(config_path)).lake_table(as_table(table))
+    query = f"SELECT count(*) AS n, count(DISTINCT id) AS k FROM {name}"
+    counts = spark.sql(query).first()  # type: ignore[attr-defined]
+    assert counts.n == counts.k, f"{table}: {counts.n} rows, {counts.k} keys"
+
+
 def killed_at(config: Path, crash_point: str) -> None:
     """`binlake replicate --until-caught-up` armed at ``crash_point``: it must die there."""
     killed = run_replicate(config, "--until-caught-up", crash_point=crash_point)
@@ -129,10 +149,11 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:
     """After each kill the copy's chunk commits before it are still the start of the table's
-    lineage (it resumed, it did not start over), no chunk or position is committed twice, and a
-    row is inserted on the source; the last restart finishes the copy: the lake equals the
-    source, the plan is empty, no chunk file is left uncommitted. Then a re-snapshot of the
-    finished table, killed after dropping the old table, copies it again on restart."""
+    lineage (it resumed, it did not start over; but after the ALTER: copied again, none of the
+    old chunks kept), no chunk, row or position is committed twice, and a row is inserted on the
+    source; the last restart finishes the copy: the lake equals the source (the new shape), the
+    plan is empty, no chunk file is left uncommitted. Then a re-snapshot of the finished table,
+    killed after dropping the old table, copies it again on restart."""
     database = "snapcrash_lineage"
     big = f"{database}.big"
     config = prepare(tmp_path, source, spark, database, LINEAGE_CHUNK_ROWS)
@@ -140,9 +161,17 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     for run, kill in enumerate(KILLS, start=1):
         killed_at(config, kill)
         now = chunk_ids(config, spark, big)
-        assert now[: len(before)] == before, f"started over at {kill}"
+        if run > 1 and KILLS[run - 2] == ALTERED_AFTER:
+            assert before and not set(now) & set(before), "the altered table was not copied again"
+        else:
+            assert now[: len(before)] == before, f"started over at {kill}"
+        if now:
+            assert_no_key_twice(config, spark, big)
         assert_history_is_exactly_once(config, spark)
-        source.execute(f"INSERT INTO {big} VALUES ({ROWS + run}, 'after kill {run}', NULL)")
+        source.execute(f"INSERT INTO {big} (id, v) VALUES ({ROWS + run}, 'after kill {run}')")
+        if kill == ALTERED_AFTER:
+            for statement in ALTER:
+                source.execute(statement.format(db=database))
         before = now
     assert len(before) > 2, before  # the chunks the killed runs committed
     finish_and_check(config, spark, database)
@@ -173,20 +202,6 @@ def resnapshot_killed_after_dropping_the_old_table(
     assert killed.returncode == KILLED, describe(killed)
     assert chunk_ids(config, spark, f"{database}.big") == []  # dropped, not yet copied
     finish_and_check(config, spark, database)
-
-
-def test_a_table_altered_between_two_chunks_is_copied_again_with_its_new_shape(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
-) -> None:
-    """A column added and the key's own type changed (the committed chunks hold INT keys, the
-    source's are BIGINT now, one past INT's range)."""
-    database = "snapcrash_alter"
-    alter = (
-        f"ALTER TABLE {database}.big MODIFY id BIGINT NOT NULL, "
-        "ADD COLUMN extra INT NOT NULL DEFAULT 5"
-    )
-    late = f"INSERT INTO {database}.big VALUES (5000000000, 'late', NULL, 6)"
-    change_after_the_first_chunk(tmp_path, source, spark, database, alter, late)
 
 
 def test_a_table_dropped_during_its_snapshot_ends_the_copy_and_the_rest_replicates(

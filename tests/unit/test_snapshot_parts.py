@@ -19,7 +19,13 @@ from binlake.binlog.tablemap import real_type_and_length
 from binlake.binlog.values import column_spec
 from binlake.cli.tables_option import parse_tables_option
 from binlake.config import load_config
-from binlake.errors import ConfigError, SnapshotPlanError, UnsupportedTypeError, UsageError
+from binlake.errors import (
+    ConfigError,
+    SnapshotError,
+    SnapshotPlanError,
+    UnsupportedTypeError,
+    UsageError,
+)
 from binlake.lake.snapshot_progress import (
     SNAPSHOT,
     SnapshotProgress,
@@ -84,6 +90,17 @@ def test_a_chunk_reads_its_key_range_lower_bound_included_upper_excluded() -> No
         "SELECT `id` FROM `db`.`t` WHERE `id` >= 100 AND `id` < 200",
         "SELECT `id` FROM `db`.`t` WHERE `id` >= 200",
     ]
+
+
+def test_a_resumed_copy_left_with_one_chunk_reads_only_the_keys_from_its_start() -> None:
+    """The copy resumed after a commit whose rest plans as one range (one key, or none, left
+    at or after ``next``): its query keeps the lower bound; a plan bounding ranges on no column
+    (it would read the table whole, its committed rows again) is refused."""
+    spec = ColumnSpec("id", "bigint", IcebergType.LONG)
+    plan = _plan("id", ranges_between(243_902_441, []), spec)
+    assert chunk_query(plan, 0, _escape) == "SELECT `id` FROM `db`.`t` WHERE `id` >= 243902441"
+    with pytest.raises(SnapshotError, match="bounds its key ranges on no column"):
+        _plan("", ranges_between(243_902_441, []), spec)
 
 
 def test_a_table_without_key_is_read_whole_in_one_chunk_floats_as_double() -> None:

@@ -44,6 +44,7 @@ from binlake.config import SourceConfig
 from binlake.config.secrets import text_bytes, without_trailing_newline
 from binlake.errors import (
     BinlakeError,
+    SnapshotError,
     SnapshotShapeChangedError,
     SourceAuthError,
     SourceError,
@@ -158,7 +159,8 @@ class ChunkPlan:
     database: str
     table: str
     columns: tuple[ColumnSpec, ...]
-    #: The column chunks are split on ("" for a table read in one chunk).
+    #: The column the ranges bound ("" only for a table without one: read whole, one range
+    #: unbounded both ways). A resumed copy's one remaining range still has its lower bound.
     key: str
     ranges: tuple[KeyRange, ...]
     #: The result's column definitions when the copy was planned (``column_shape``).
@@ -171,6 +173,15 @@ class ChunkPlan:
     #: The lake table is a change log: each row also gets ``_binlake_op`` = ``insert``, the
     #: chunk's position and its sequence number there (``binlake.lake.schema``).
     changelog: bool = False
+
+    def __post_init__(self) -> None:
+        bounded = any(r.lower is not None or r.upper is not None for r in self.ranges)
+        if bounded and not self.key:  # its SELECT would read the whole table, not the range
+            raise SnapshotError(
+                f"{self.name}: a chunk plan bounds its key ranges on no column",
+                table=self.name,
+                hint="report this binlake bug; the copy's committed chunks are intact",
+            )
 
     @property
     def name(self) -> str:

@@ -274,7 +274,7 @@ class TableCopier:
             database=shape.database,
             table=shape.table,
             columns=shape.columns,
-            key=shape.split.name if shape.split is not None and len(ranges) > 1 else "",
+            key=shape.split.name if shape.split is not None else "",
             ranges=ranges,
             shape=self.reads.result_shape(shape),
             files=files,

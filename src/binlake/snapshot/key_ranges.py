@@ -20,7 +20,8 @@ bounds come in the order the server's own comparisons give them:
   may differ), a ``k`` no index starts with, or a table without a key: one chunk.
 
 A resumed copy plans again from its first uncommitted bound (``start``): only keys at or after
-it are read.
+it are read, also when they make one range (``KeyRange(start, None)``: its chunk's SELECT keeps
+the bound; the copier names the key column in every keyed table's plan).
 """
 
 from __future__ import annotations
