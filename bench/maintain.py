@@ -1,8 +1,12 @@
 """Lake health: a table after many binlake commits of mixed updates and deletes, before and after
-`binlake maintain`, against the same rows written once by a plain ``createOrReplace``.
+`binlake maintain`, against the same rows written once by a plain ``createOrReplace``; and a live
+`binlake replicate` run with scheduled maintenance on and off.
 
-Per size in ``--rows`` (comma-separated, e.g. ``100000,10000000``), on a sandbox MariaDB and one
-warmed Spark session (``local[2]``, the embedded catalog):
+Sections (``--sections``, both by default), per size in ``--rows`` (comma-separated, e.g.
+``100000,10000000``), on a sandbox MariaDB and one warmed Spark session (``local[2]``, the
+embedded catalog):
+
+``commits``:
 
 1. ``bench.h<rows>`` preloaded on the source and in the lake without the binlog (``_scale.py``);
 2. ``--commits`` source transactions, each updating ``--updates`` random rows, deleting one and
@@ -15,10 +19,39 @@ warmed Spark session (``local[2]``, the embedded catalog):
 5. the same rows written once (``createOrReplace`` of the table's current rows) and measured
    ("fresh"); the after / fresh ratio per query (the issue's goal: 1.2x or less).
 
-Then the scaling between the largest and the smallest size. Not a test. A quick check of the
-script: ``--rows 2000 --commits 20``.
+Then the scaling between the largest and the smallest size.
 
-    .venv/bin/python bench/maintain.py [--rows 100000,10000000] [--commits 2000]
+``live`` (``live_size``): ``bench.on<rows>`` and ``bench.off<rows>`` preloaded with the same rows
+(``_scale.py``), and their copy written once, ``lake.bench_fresh.live<rows>`` (createOrReplace
+of the preloaded rows, made once before both runs: the workload keeps the row count, each
+transaction deletes one row and inserts one). Then two runs of ``--minutes`` minutes, first with
+maintenance on ``bench.on<rows>``, then without on ``bench.off<rows>``: `binlake replicate` live
+(``Replicator`` in this process, bench/replicate.py's ``binlake_live``; ``[applier] max_seconds =
+--max-seconds``) while ``_scale.Paced`` commits ``--rate`` rows/s, each transaction updating
+``--live-updates`` random keys, deleting one and inserting one. With maintenance: ``[maintenance]
+schedule_s = --schedule-s`` and ``snapshot_max_age_s = --snapshot-max-age-s`` (so that expiry
+runs; the other thresholds are the defaults); without: ``schedule_s = 0``. Per run:
+
+* every ``--sample-s`` s (back to back when a sample takes longer), on a Spark session of its own
+  (``newSession``): the live table's data and delete files, and per query the warm time (one
+  run, then the median of 3) on the live table / the same on the fresh copy, one after the
+  other;
+* the lag of each source transaction: from its commit to the first lake commit holding it (the
+  table's binlake snapshots, read every ``WATCH_S`` s: expiry drops old ones from its metadata);
+  p50, p95, max;
+* each scheduled maintenance round (the ``Maintainer`` of ``binlake.maintain.schedule``,
+  recorded by a subclass put in its place for the run): when, the table's health, its steps with
+  Iceberg's counts and seconds;
+* the highest live / fresh ratio per query over the run (the issue's goal with maintenance on:
+  never above 2x).
+
+Then the lag p95 with maintenance against without (the reference: the same script run).
+
+Not a test. Every line carries the 1-minute load average. A quick check of the script:
+``--rows 2000 --commits 20 --minutes 0.5 --rate 200 --sample-s 5 --schedule-s 10``.
+
+    .venv/bin/python bench/maintain.py [--sections commits,live] [--rows 100000,10000000]
+        [--commits 2000] [--minutes 30] [--rate 1000]
 """
 
 from __future__ import annotations
@@ -27,26 +60,47 @@ import argparse
 import io
 import random
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from _scale import fill_lake, fill_source, load_average
+from _scale import (
+    Paced,
+    churn,
+    describe_lag,
+    fill_lake,
+    fill_source,
+    lags,
+    lake_commits,
+    load_average,
+    p95,
+)
+from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
+from binlake.errors import BinlakeError
+from binlake.lake.iceberg_meta import read_table
 from binlake.lake.session import SparkSettings, build_session, stop_session
 from binlake.lake.table_maintenance import table_health
-from binlake.maintain.runner import Maintainer
+from binlake.maintain import schedule
+from binlake.maintain.runner import Maintainer, StepRun, TableReport
 from binlake_dev.sandbox import MariaDBSandbox
-from replicate import Source, replicate, warm_up, write_config
+from replicate import Run, Source, binlake_live, replicate, warm_up, write_config
 
+SECTIONS = ("commits", "live")
 #: Thresholds of the maintained run: the defaults, but every snapshot older than now expires
 #: (the newest 100 and the applied position's stay).
 MAINTENANCE = "[maintenance]\nsnapshot_max_age_s = 0\n"
 #: One source transaction a batch: a binlake commit each (the relay log's opening events make
 #: a first batch of their own that commits nothing).
 APPLIER = "max_transactions = 1\nmax_seconds = 0.1\n"
+#: Seconds between two reads of a live table's binlake snapshots (for the lag).
+WATCH_S = 5.0
 
 
 def say(line: str) -> None:
@@ -61,6 +115,17 @@ def queries(table: str, rows: int) -> dict[str, str]:
     }
 
 
+def warm_time(spark: SparkSession, query: str) -> float:
+    """Seconds of ``query`` once warm: one run, then the median of 3."""
+    spark.sql(query).collect()
+    times = []
+    for _ in range(3):
+        started = time.monotonic()
+        spark.sql(query).collect()
+        times.append(time.monotonic() - started)
+    return sorted(times)[1]
+
+
 def measure(spark: SparkSession, table: str, rows: int, label: str) -> dict[str, float]:
     """Files and warm read times (median of 3) of ``table``; the times by query."""
     spark.sql(f"REFRESH TABLE {table}")
@@ -73,15 +138,14 @@ def measure(spark: SparkSession, table: str, rows: int, label: str) -> dict[str,
     )
     out = {}
     for name, query in queries(table, rows).items():
-        spark.sql(query).collect()
-        times = []
-        for _ in range(3):
-            started = time.monotonic()
-            spark.sql(query).collect()
-            times.append(time.monotonic() - started)
-        out[name] = sorted(times)[1]
+        out[name] = warm_time(spark, query)
         say(f"{label} {table} {name}: {out[name]:.3f} s")
     return out
+
+
+def step_counts(run: StepRun) -> str:
+    """Iceberg's non-zero counts of a maintenance step, or 'nothing'."""
+    return ", ".join(f"{k} {v:,}" for k, v in run.counts.items() if v) or "nothing"
 
 
 def mixed_commits(
@@ -94,8 +158,7 @@ def mixed_commits(
         for n in range(commits):
             keys = ", ".join(str(k) for k in rng.sample(range(1, rows + 1), updates))
             cursor.execute(f"UPDATE bench.{name} SET a = a + 1, s = 'u-{n}' WHERE id IN ({keys})")
-            cursor.execute(f"DELETE FROM bench.{name} WHERE id = {rng.randint(1, rows)}")
-            cursor.execute(f"INSERT INTO bench.{name} VALUES ({next_id}, 1, 1.00, 'new', NOW(6))")
+            churn(cursor, name, rows, rng, next_id)
             next_id += 1
             conn.commit()
 
@@ -124,9 +187,8 @@ def one_size(
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
     report = maintainer.maintain(maintainer.tables()[0])
     for run in report.runs:
-        counts = ", ".join(f"{k} {v:,}" for k, v in run.counts.items() if v)
         say(
-            f"maintain {table} {run.planned.step.value}: {counts or 'nothing'} "
+            f"maintain {table} {run.planned.step.value}: {step_counts(run)} "
             f"in {run.seconds:.1f} s ({run.planned.reason})"
         )
     times["after"] = measure(spark, table, rows, "after")
@@ -144,13 +206,257 @@ def one_size(
     return times
 
 
-def main() -> None:
+def scaling(results: dict[int, dict[str, dict[str, float]]]) -> None:
+    """The largest size's times against the smallest's."""
+    sizes = sorted(results)
+    small, big = results[sizes[0]], results[sizes[-1]]
+    for stage in ("before", "after", "fresh"):
+        for query in big[stage]:
+            ratio = big[stage][query] / max(small[stage][query], 1e-9)
+            say(f"scaling {sizes[-1]:,} / {sizes[0]:,} rows, {stage} {query}: {ratio:.2f}x")
+
+
+# ---- live: replicate with scheduled maintenance on and off -----------------------------------
+
+
+def every(seconds: float, stop: threading.Event, work: Callable[[float], None]) -> threading.Thread:
+    """A thread calling ``work(seconds since it started)`` every ``seconds`` s (at once when the
+    previous call took longer) until ``stop`` is set; a call that fails is reported, the next
+    one made all the same (e.g. a read of files an expiry has just removed)."""
+    started = time.monotonic()
+
+    def loop() -> None:
+        due = seconds
+        while not stop.wait(max(0.0, started + due - time.monotonic())):
+            at = time.monotonic() - started
+            try:
+                work(at)
+            except Exception as error:
+                first = next(iter(str(error).splitlines()), "")
+                say(f"  {at:6.0f} s: {type(error).__name__}: {first}")
+            due = max(due + seconds, time.monotonic() - started)
+
+    thread = threading.Thread(target=loop, name="bench-every", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class LakeWatch:
+    """The binlake commits of ``bench.name`` (time, source position), gathered by polling:
+    snapshot expiry takes old ones out of the table's metadata."""
+
+    warehouse: Path
+    name: str
+    seen: set[tuple[float, tuple[int, int]]] = field(default_factory=set)
+
+    def poll(self, _at: float = 0.0) -> None:
+        self.seen.update(lake_commits(self.warehouse, self.name))
+
+
+@dataclass
+class Sampler:
+    """Warm read times of the live ``lake.bench.name`` against the fresh copy ``fresh``."""
+
+    spark: SparkSession
+    warehouse: Path
+    name: str
+    fresh: str
+    rows: int
+    ratios: dict[str, list[float]] = field(default_factory=dict)
+
+    def sample(self, at: float) -> None:
+        live = f"lake.bench.{self.name}"
+        for table in (live, self.fresh):
+            self.spark.sql(f"REFRESH TABLE {table}")
+        files = self.files()
+        fresh = queries(self.fresh, self.rows)
+        parts = []
+        for query, text in queries(live, self.rows).items():
+            live_s, fresh_s = warm_time(self.spark, text), warm_time(self.spark, fresh[query])
+            ratio = live_s / max(fresh_s, 1e-9)
+            self.ratios.setdefault(query, []).append(ratio)
+            parts.append(f"{query} {live_s:.3f} / {fresh_s:.3f} s = {ratio:.2f}x")
+        say(f"  {at:6.0f} s, {files}; live / fresh: " + ", ".join(parts))
+
+    def files(self) -> str:
+        table = read_table(self.warehouse, ("bench", self.name))
+        if table is None or not table.lineage:
+            return "no snapshot"
+        summary = table.lineage[0].summary
+        return (
+            f"{summary.get('total-data-files', '?')} data files, "
+            f"{summary.get('total-delete-files', '?')} delete files, "
+            f"{len(table.lineage)} snapshots"
+        )
+
+
+@dataclass
+class Rounds:
+    """The scheduled maintenance rounds of a run: (seconds since ``started``, seconds taken,
+    the table's report or the error)."""
+
+    started: float
+    done: list[tuple[float, float, TableReport | str]] = field(default_factory=list)
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """``binlake.maintain.schedule`` builds a ``Maintainer`` that records each round."""
+        done, started = self.done, self.started
+
+        class Recording(Maintainer):
+            def maintain(self, table: TableName, *, dry_run: bool = False) -> TableReport:
+                at = time.monotonic()
+                try:
+                    report = super().maintain(table, dry_run=dry_run)
+                except BinlakeError as error:
+                    done.append((at - started, time.monotonic() - at, str(error)))
+                    raise
+                done.append((at - started, time.monotonic() - at, report))
+                return report
+
+        names = vars(schedule)  # the module's globals: the name its rounds build from
+        saved, names["Maintainer"] = names["Maintainer"], Recording
+        try:
+            yield
+        finally:
+            names["Maintainer"] = saved
+
+    def describe(self) -> None:
+        for at, seconds, report in self.done:
+            if isinstance(report, str):
+                say(f"  maintenance at {at:.0f} s failed after {seconds:.1f} s: {report}")
+                continue
+            health = report.health
+            steps = "; ".join(
+                f"{r.planned.step.value} {r.seconds:.1f} s ({step_counts(r)})" for r in report.runs
+            )
+            say(
+                f"  maintenance at {at:.0f} s ({health.data_files} data files, "
+                f"{health.delete_files} delete files, {health.snapshots} snapshots): "
+                f"{seconds:.1f} s: {steps}"
+            )
+        longest = max((seconds for _, seconds, _ in self.done), default=0.0)
+        total = sum(seconds for _, seconds, _ in self.done)
+        rounds = len(self.done)
+        say(f"  maintenance: {rounds} rounds, {total:.1f} s in all, the longest {longest:.1f} s")
+
+
+def live_config(live: Run, name: str, maintained: bool) -> Path:
+    """``bench.name``'s config: ``[maintenance]`` scheduled (``maintained``) or never."""
+    args = live.args
+    state = live.state(name)
+    applier = f"max_seconds = {args.max_seconds}\n"
+    config = write_config(state, live.source, live.warehouse, tables=(name,), applier=applier)
+    maintenance = (
+        f"schedule_s = {args.schedule_s}\nsnapshot_max_age_s = {args.snapshot_max_age_s}\n"
+        if maintained
+        else "schedule_s = 0\n"
+    )
+    config.write_text(config.read_text() + "[maintenance]\n" + maintenance)
+    return config
+
+
+def preload_live(live: Run, rows: int, fresh: str) -> dict[str, Path]:
+    """``bench.on<rows>`` and ``bench.off<rows>`` with the same rows, and ``fresh`` a copy
+    written once; the config of each table by name."""
+    started = time.monotonic()
+    configs = {}
+    for name, maintained in ((f"on{rows}", True), (f"off{rows}", False)):
+        fill_source(live.source.sandbox, name, rows)
+        configs[name] = live_config(live, name, maintained)
+        replicate(configs[name], live.spark)
+        fill_lake(live.spark, name, rows)
+    live.spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.bench_fresh")
+    copy = live.spark.table(f"lake.bench.on{rows}").writeTo(fresh).using("iceberg")
+    copy.createOrReplace()
+    say(
+        f"live: bench.on{rows} and bench.off{rows} ({rows:,} rows each) and their copy {fresh} "
+        f"preloaded in {time.monotonic() - started:.1f} s"
+    )
+    return configs
+
+
+def live_run(
+    live: Run, name: str, config: Path, rows: int, fresh: str
+) -> tuple[list[float], dict[str, float]]:
+    """One live run on ``bench.name``: the lags, the highest live / fresh ratio per query."""
+    args = live.args
+    replicate(config, live.spark)  # past the other table's binlog: the run starts caught up
+    paced = Paced(live.source.sandbox, name, rows, churn=True)
+    watch = LakeWatch(live.warehouse, name)
+    sampler = Sampler(live.spark.newSession(), live.warehouse, name, fresh, rows)
+    rounds = Rounds(time.monotonic())
+    stop = threading.Event()
+    threads = [every(args.sample_s, stop, sampler.sample), every(WATCH_S, stop, watch.poll)]
+
+    def workload() -> None:
+        try:
+            paced.run(args.rate, args.minutes * 60, args.live_updates)
+        finally:
+            stop.set()
+
+    with rounds.recording():
+        binlake_live(config, live.spark, workload, name)
+    for thread in threads:
+        thread.join()
+    watch.poll()
+    changes = len(paced.commits) * (args.live_updates + 2)
+    say(f"  {len(paced.commits):,} transactions, {changes / (args.minutes * 60):,.0f} rows/s")
+    lag = lags(paced.commits, sorted(watch.seen))
+    say("  " + describe_lag("binlake replicate", lag, len(paced.commits)))
+    rounds.describe()
+    return lag, {query: max(ratios) for query, ratios in sampler.ratios.items()}
+
+
+def live_size(live: Run, rows: int) -> None:
+    args = live.args
+    fresh = f"lake.bench_fresh.live{rows}"
+    results = {}
+    for name, config in preload_live(live, rows, fresh).items():
+        maintained = name.startswith("on")
+        how = f"maintenance every {args.schedule_s:g} s" if maintained else "no maintenance"
+        say(
+            f"live bench.{name}: {args.rate:,.0f} rows/s ({args.live_updates} random-key updates, "
+            f"a delete and an insert a transaction) for {args.minutes:g} min, {how}:"
+        )
+        results[maintained] = live_run(live, name, config, rows, fresh)
+    for maintained, (_, highest) in results.items():
+        ratios = ", ".join(f"{query} {ratio:.2f}x" for query, ratio in highest.items())
+        goal = " (goal: never above 2x)" if maintained else ""
+        how = "with" if maintained else "without"
+        say(f"live {rows:,} rows, {how} maintenance: highest live / fresh {ratios}{goal}")
+    on, off = (p95(results[m][0]) if results[m][0] else float("nan") for m in (True, False))
+    say(
+        f"live {rows:,} rows: lag p95 with maintenance {on:.2f} s, without {off:.2f} s (the "
+        f"reference, same run): {on / off if off else float('nan'):.2f}x"
+    )
+
+
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--rows", default="100000", help="table sizes, comma-separated")
     parser.add_argument("--commits", type=int, default=2000, help="binlake commits per table")
     parser.add_argument("--updates", type=int, default=5, help="rows updated per commit")
+    parser.add_argument("--minutes", type=float, default=30.0, help="length of a live run")
+    parser.add_argument("--rate", type=float, default=1000.0, help="rows/s of a live run")
+    parser.add_argument("--live-updates", type=int, default=20, help="updates per transaction")
+    parser.add_argument("--sample-s", type=float, default=60.0, help="seconds between reads")
+    parser.add_argument("--schedule-s", type=float, default=120.0, help="[maintenance]")
+    parser.add_argument("--snapshot-max-age-s", type=float, default=60.0, help="[maintenance]")
+    parser.add_argument("--max-seconds", type=float, default=1.0, help="[applier] of live runs")
     args = parser.parse_args()
-    sizes = sorted(int(s) for s in args.rows.split(",") if s.strip())
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = set(args.sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+    args.sizes = sorted(int(s) for s in args.rows.split(",") if s.strip())
+    return args
+
+
+def main() -> None:
+    args = arguments()
     with tempfile.TemporaryDirectory(prefix="binlake-bench-maintain-") as tmp:
         folder = Path(tmp)
         sandbox = MariaDBSandbox(folder / "mariadb").start()
@@ -158,16 +464,19 @@ def main() -> None:
         try:
             warm_up(spark)
             sandbox.execute("CREATE DATABASE bench")
-            results = {rows: one_size(folder, Source(sandbox), spark, rows, args) for rows in sizes}
+            source = Source(sandbox)
+            if "commits" in args.sections:
+                say("== commits")
+                results = {rows: one_size(folder, source, spark, rows, args) for rows in args.sizes}
+                if len(results) > 1:
+                    scaling(results)
+            if "live" in args.sections:
+                say("== live")
+                for rows in args.sizes:
+                    live_size(Run(folder, source, spark, args), rows)
         finally:
             stop_session(spark)
             sandbox.kill()
-    if len(sizes) > 1:
-        small, big = results[sizes[0]], results[sizes[-1]]
-        for stage in ("before", "after", "fresh"):
-            for query in big[stage]:
-                ratio = big[stage][query] / max(small[stage][query], 1e-9)
-                say(f"scaling {sizes[-1]:,} / {sizes[0]:,} rows, {stage} {query}: {ratio:.2f}x")
 
 
 if __name__ == "__main__":
