@@ -305,10 +305,12 @@ class Rounds:
         done, started = self.done, self.started
 
         class Recording(Maintainer):
-            def maintain(self, table: TableName, *, dry_run: bool = False) -> TableReport:
+            def maintain(
+                self, table: TableName, *, dry_run: bool = False, orphans_due: bool = True
+            ) -> TableReport:
                 at = time.monotonic()
                 try:
-                    report = super().maintain(table, dry_run=dry_run)
+                    report = super().maintain(table, dry_run=dry_run, orphans_due=orphans_due)
                 except BinlakeError as error:
                     done.append((at - started, time.monotonic() - at, str(error)))
                     raise

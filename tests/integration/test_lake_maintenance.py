@@ -139,10 +139,12 @@ def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_
     config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
     scheduled = "[maintenance]\nschedule_s = 3600\n"  # one round: at the start
     config.write_text(config.read_text().replace("[maintenance]\n", scheduled))
+    old = plant_orphan(lake_warehouse(spark), database, "keyed", age_s=2 * 86_400)
     write_changes(source, database, 100)
     run = replicate_in_process(config, spark)
-    for step in ("compact", "manifests", "expire"):
+    for step in ("compact", "manifests", "expire", "orphans"):  # orphans_every_s: first round
         assert f"keyed: {step} in " in run.output, run.output
+    assert not old.exists()
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
 

@@ -11,7 +11,7 @@ import pytest
 from binlake.config import MaintenanceConfig, config_from_mapping
 from binlake.errors import ConfigError
 from binlake.lake.table_maintenance import TableHealth
-from binlake.maintain.plan import Step, plan_table
+from binlake.maintain.plan import Step, orphans_due, plan_table
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 BASE = {"source": {"host": "127.0.0.1", "user": "repl", "server_id": 7}, "state": {"dir": "s"}}
@@ -30,8 +30,9 @@ def health(**fields: object) -> TableHealth:
     return TableHealth(**{**base, **fields})  # type: ignore[arg-type]
 
 
-def steps(table: TableHealth, **config: object) -> list[Step]:
-    return [p.step for p in plan_table(table, MaintenanceConfig(**config), NOW)]  # type: ignore[arg-type]
+def steps(table: TableHealth, *, orphans: bool = True, **config: object) -> list[Step]:
+    planned = plan_table(table, MaintenanceConfig(**config), NOW, orphans_due=orphans)  # type: ignore[arg-type]
+    return [p.step for p in planned]
 
 
 def test_a_healthy_table_only_gets_its_orphan_files_looked_for() -> None:
@@ -62,11 +63,35 @@ def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> 
     assert steps(every) == list(Step), "in running order"
 
 
+def test_orphans_not_due_are_left_out_of_the_plan_and_nothing_else_is() -> None:
+    assert steps(health(), orphans=False) == []
+    every = health(delete_files=9, manifests=40, snapshots=200, oldest_snapshot=NOW - timedelta(2))
+    assert steps(every, orphans=False) == [s for s in Step if s is not Step.ORPHANS]
+
+
+def test_scheduled_orphans_are_due_at_a_runs_first_round_then_once_per_orphans_every_s() -> None:
+    daily = MaintenanceConfig()
+    assert daily.orphans_every_s == 86_400
+    assert orphans_due(None, 5.0, daily), "not yet this run"
+    assert not orphans_due(1000.0, 1000.0 + 86_399.9, daily)
+    assert orphans_due(1000.0, 1000.0 + 86_400, daily)
+    every_round = MaintenanceConfig(orphans_every_s=0.0)
+    assert orphans_due(1000.0, 1000.0, every_round)
+
+
 def test_a_bad_maintenance_value_is_a_config_error_naming_its_key(tmp_path: Path) -> None:
     too_young = {**BASE, "maintenance": {"orphan_min_age_s": 3600}}
     with pytest.raises(ConfigError) as caught:
         config_from_mapping(too_young, base_dir=tmp_path, environ={})
     assert caught.value.field == "maintenance.orphan_min_age_s"
+    for bad in (-1, "daily"):
+        with pytest.raises(ConfigError) as cadence:
+            orphans = {**BASE, "maintenance": {"orphans_every_s": bad}}
+            config_from_mapping(orphans, base_dir=tmp_path, environ={})
+        assert cadence.value.field == "maintenance.orphans_every_s", bad
+    hourly = {**BASE, "maintenance": {"orphans_every_s": 3600}}
+    loaded = config_from_mapping(hourly, base_dir=tmp_path, environ={})
+    assert loaded.maintenance.orphans_every_s == 3600.0
     with pytest.raises(ConfigError) as typo:
         typo_section = {**BASE, "maintenance": {"keep_snapshot": 3}}
         config_from_mapping(typo_section, base_dir=tmp_path, environ={})

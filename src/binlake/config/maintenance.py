@@ -35,6 +35,9 @@ class MaintenanceConfig:
     orphan_min_age_s: float = 3 * DAY_S
     #: ``binlake replicate`` maintains its tables every this many seconds; 0 = never.
     schedule_s: float = 0.0
+    #: Its rounds look for a table's orphan files (a listing of its folder) at most this often
+    #: (the first round of a run always does); ``binlake maintain`` does every run.
+    orphans_every_s: float = DAY_S
 
 
 MAINTENANCE_KEYS: tuple[Key, ...] = (
@@ -97,5 +100,14 @@ MAINTENANCE_KEYS: tuple[Key, ...] = (
         0.0,
         "binlake replicate runs this maintenance on its tables every this many seconds, "
         "between batches; 0 = never (run binlake maintain instead)",
+    ),
+    Key(
+        "orphans_every_s",
+        "float",
+        float_value(0.0, 3650 * DAY_S, low_open=False),
+        DAY_S,
+        "binlake replicate's scheduled rounds look for a table's orphan files (a listing of its "
+        "folder) at most this often, the first round of a run always; 0 = every round "
+        "(binlake maintain always does)",
     ),
 )

@@ -11,8 +11,11 @@ The steps, in the order they run (each is one Iceberg commit, or file deletions 
 3. ``manifests``: the current snapshot has ``manifests`` manifests or more;
 4. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
    ``keep_snapshots`` (the applied position's snapshot is kept by its tag, whatever the bound);
-5. ``orphans``: every run (a listing of the table's folder), files older than
-   ``orphan_min_age_s`` that no snapshot references.
+5. ``orphans``: files older than ``orphan_min_age_s`` that no snapshot references, when the
+   caller says it is due (``orphans_due``): a listing of the table's folder, which grows with
+   its files, and a file becomes removable only ``orphan_min_age_s`` (at least a day) after it
+   was written. ``binlake maintain`` runs it every time; the rounds inside ``binlake
+   replicate`` (``binlake.maintain.schedule``) once per ``orphans_every_s`` per table.
 """
 
 from __future__ import annotations
@@ -87,12 +90,21 @@ def plan_expiry(health: TableHealth, config: MaintenanceConfig, now: datetime) -
     )
 
 
-def plan_table(health: TableHealth, config: MaintenanceConfig, now: datetime) -> list[Planned]:
-    """The steps ``health`` calls for, in running order (orphans always last)."""
+def orphans_due(last_s: float | None, now_s: float, config: MaintenanceConfig) -> bool:
+    """For a scheduled round at ``now_s``: whether a table's orphan listing is due, ``last_s``
+    when it last ran (same clock; None: not yet this run, so it is)."""
+    return last_s is None or now_s - last_s >= config.orphans_every_s
+
+
+def plan_table(
+    health: TableHealth, config: MaintenanceConfig, now: datetime, *, orphans_due: bool
+) -> list[Planned]:
+    """The steps ``health`` calls for, in running order (orphans last, when ``orphans_due``)."""
     compaction = plan_compaction(health, config)
     steps = [compaction, plan_pruning(health, compaction is not None)]
     steps.append(plan_manifests(health, config))
     steps.append(plan_expiry(health, config, now))
-    planned = [s for s in steps if s is not None]
-    orphans = f"files unreferenced for {config.orphan_min_age_s:g} s or more"
-    return [*planned, Planned(Step.ORPHANS, orphans)]
+    if orphans_due:
+        orphans = f"files unreferenced for {config.orphan_min_age_s:g} s or more"
+        steps.append(Planned(Step.ORPHANS, orphans))
+    return [s for s in steps if s is not None]

@@ -109,10 +109,15 @@ class Maintainer:
     def run(self, tables: Sequence[TableName], *, dry_run: bool = False) -> list[TableReport]:
         return [self.maintain(table, dry_run=dry_run) for table in tables]
 
-    def maintain(self, table: TableName, *, dry_run: bool = False) -> TableReport:
+    def maintain(
+        self, table: TableName, *, dry_run: bool = False, orphans_due: bool = True
+    ) -> TableReport:
+        """``orphans_due``: whether the plan includes the orphan listing
+        (``binlake.maintain.plan``); only the scheduled rounds leave it out."""
         name = self.target.lake_table(table)
         health = table_health(self.spark, name, self.config.maintenance.small_file_bytes)
-        steps = plan_table(health, self.config.maintenance, self.clock())
+        config = self.config.maintenance
+        steps = plan_table(health, config, self.clock(), orphans_due=orphans_due)
         report = TableReport(table, name, health, steps)
         for planned in steps:
             started = time.monotonic()
