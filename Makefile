@@ -54,6 +54,10 @@ PG_JDBC_APT_PACKAGE := libpostgresql-jdbc-java
 
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
+# Test processes of `make test` (pytest-xdist, one test file per process at a time: a module's
+# servers stay in one process): one per core, at most 4 (each starts its own MariaDB, Spark and
+# PostgreSQL). TEST_WORKERS=0 runs the suite in this process alone.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 
 # Minutes of `make soak` (replicate killed at random moments during a workload with DDL, with
 # proxy faults, source restarts and torn relay tails injected at random; it prints its kills by
@@ -120,7 +124,8 @@ spark-deps: deps venv
 	@$(VENV_PY) -m binlake.lake.runtime
 
 test: deps venv spark-deps
-	@rc=0; $(VENV)/bin/pytest -m "not slow" --durations=15 $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; $(VENV)/bin/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 \
+	  $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
 	exit $$rc
 

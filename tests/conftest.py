@@ -54,6 +54,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(folder)
 
 
+#: Test files by folder, in the order ``make test``'s processes take them (``--dist loadfile``):
+#: the few long scenario files first, the many short unit files last to fill the tail.
+HEAVY_FIRST = ("crash", "acceptance", "integration", "property", "unit")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` that hands out the heavy files first (xdist's own order is by test
+    count, most first: the unit files, then the long crash lineages on one process at the end)."""
+    if config.getoption("dist", "no") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFilesFirst(LoadFileScheduling):  # type: ignore[misc]
+        def _assign_work_unit(self, node: object) -> None:
+            self.workqueue.move_to_end(min(self.workqueue, key=self._weight), last=False)
+            super()._assign_work_unit(node)
+
+        def _weight(self, scope: str) -> tuple[int, int]:
+            folder = Path(scope).parts[1] if len(Path(scope).parts) > 2 else ""
+            rank = HEAVY_FIRST.index(folder) if folder in HEAVY_FIRST else len(HEAVY_FIRST)
+            return rank, len(self.workqueue[scope])
+
+    return HeavyFilesFirst(config, log)
+
+
 def require_mariadb() -> None:
     """Fail (not skip) when MariaDB is missing: a skipped integration suite hides breakage."""
     if not mariadb_available():
