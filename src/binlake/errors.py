@@ -256,7 +256,8 @@ class SourceUnreachableError(SourceError):
 
     default_hint = (
         "check [source] host and port, that the server runs and listens on that interface, "
-        "and firewalls between; binlake retries with backoff when it was already running"
+        "and firewalls between; binlake retries with backoff once the state folder has "
+        "streamed from the source"
     )
     retryable = True
 

@@ -128,7 +128,8 @@ class Receiver:
         self._reconnects = 0
         self._outcome: Outcome | None = None
         self._facts = FactRecorder(SourceQueries(connection_settings(config.source)))
-        #: Set once the run's first connection has logged in to the source.
+        #: Set once the run's first connection has logged in to the source, or failed on a
+        #: restart and is retried while the relay log applies (``_first_connection``).
         self.connected = threading.Event()
 
     @property
@@ -148,7 +149,7 @@ class Receiver:
             # A damaged source.state is refused now, before recovery publishes the relay log:
             # an applier in the same process (replicate) would otherwise start and purge.
             self._state_file.read()
-            connection: SourceConnection | None = self._first_connection()
+            connection = self._first_connection()
             self.connected.set()
             try:
                 restart = self._recover(initial=True)
@@ -156,6 +157,8 @@ class Receiver:
                 if connection is not None:
                     connection.close()
                 raise
+            if connection is None:  # a restart that could not connect yet: the relay log applies
+                connection = self._connect_after_start()
             final: RestartPoint | None = None
             while connection is not None:
                 final = self._session(connection, restart)
@@ -251,9 +254,28 @@ class Receiver:
     def _connect(self) -> SourceConnection:
         return SourceConnection.open(connection_settings(self.config.source))
 
-    def _first_connection(self) -> SourceConnection:
-        """The run's first connection: not retried (a wrong host or password shows at once)."""
-        connection = self._connect()
+    def _first_connection(self) -> SourceConnection | None:
+        """The run's first connection. On a new state folder a failure is not retried (a wrong
+        host or password shows at once); on one that has streamed from its source before (a
+        restart), a failure that may pass (a reset, a refused connection, a source restarting)
+        is reported and None returned: the run recovers the relay log, lets the applier apply
+        it, and connects with backoff like any reconnect (``_connect_after_start``)."""
+        try:
+            connection = self._connect()
+        except SourceError as error:
+            if not error.retryable or self._state_file.read() is None:
+                raise
+            self.progress.message(f"connection failed: {error.message}")
+            return None
+        return self._with_target(connection)
+
+    def _connect_after_start(self) -> SourceConnection | None:
+        """A restart's first connection, after it failed once: with backoff (None: a stop was
+        requested meanwhile)."""
+        connection = self._reconnect()
+        return None if connection is None else self._with_target(connection)
+
+    def _with_target(self, connection: SourceConnection) -> SourceConnection:
         try:
             self._set_target(connection)
         except BaseException:
