@@ -124,6 +124,7 @@ spark-deps: deps venv
 	@$(VENV_PY) -m binlake.lake.runtime
 
 test: deps venv spark-deps
+	@$(VENV_PY) -m binlake_dev.jvm_archive
 	@rc=0; $(VENV)/bin/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 \
 	  $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \

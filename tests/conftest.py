@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from binlake_dev.jvm_archive import driver_options
 from binlake_dev.sandbox import MariaDBSandbox, mariadb_available
 from lake_targets import (
     JDBC_CATALOG,
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
     from binlake_dev.postgres import PostgresServer
 
 TESTS_DIR = Path(__file__).parent
-# Before any Spark starts: the JVM options of the tests' Spark drivers (tests/lake_targets.py).
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)
+# Before any Spark starts: the JVM options of the tests' Spark drivers (tests/lake_targets.py),
+# with the class archive `make test` builds (binlake_dev.jvm_archive) when there is one.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", driver_options(TEST_JVM_OPTIONS))
 FOLDER_MARKERS = ("unit", "integration", "crash", "property")
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from binlake.config import CatalogConfig, CatalogType, Secret
 from binlake.lake.target import LakeTarget, jdbc_catalog_conf
+from binlake_dev.jvm_archive import SHORT_RUN_OPTIONS, driver_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,7 +38,8 @@ KINDS = ("embedded", "jdbc", "cluster-jdbc")
 #: compiler's threads cost more CPU than its code gains: C1 only and the serial collector make
 #: a short Spark run about a third faster on 2 cores. Speed only (no behaviour depends on the
 #: JIT tier); bench/ and binlake itself run with the JVM's defaults.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: The drivers also map the classes of binlake_dev.jvm_archive's archive when it is built.
+TEST_JVM_OPTIONS = SHORT_RUN_OPTIONS
 #: Catalog name of the session's JDBC catalog (binlake's configs and the tests' session).
 JDBC_CATALOG = "pglake"
 #: Spark settings of binlake's applications on the test cluster: one core each, so that two
@@ -50,7 +52,7 @@ CLUSTER_CONF = {
     "spark.executor.cores": "1",
     "spark.executor.memory": "768m",
     "spark.driver.memory": "768m",
-    "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
+    "spark.executor.extraJavaOptions": driver_options(TEST_JVM_OPTIONS),
 }
 
 

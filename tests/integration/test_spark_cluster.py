@@ -95,9 +95,13 @@ def test_a_malformed_master_url_is_a_config_error_not_a_traceback(
 
 HOLDER = """
 import sys, time
+from pathlib import Path
 from binlake.lake.session import SparkSettings, build_session
-conf = dict(arg.split("=", 1) for arg in sys.argv[2:])
-spark = build_session(SparkSettings(master=sys.argv[1], app_name="core-holder", conf=conf))
+conf = dict(arg.split("=", 1) for arg in sys.argv[3:])
+settings = SparkSettings(
+    master=sys.argv[1], app_name="core-holder", warehouse=Path(sys.argv[2]), conf=conf
+)
+spark = build_session(settings)
 print("holding", flush=True)
 time.sleep(600)
 """
@@ -112,8 +116,9 @@ def test_a_worker_without_free_cores_is_a_typed_error_saying_why(
     assert cluster is not None
     conf = {**CLUSTER_CONF, "spark.cores.max": "2", "spark.executor.cores": "2"}
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, cluster.url, *(f"{k}={v}" for k, v in conf.items())],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLDER, cluster.url, str(tmp_path / "holder-lake"),
+         *(f"{k}={v}" for k, v in conf.items())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
