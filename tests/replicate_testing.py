@@ -29,6 +29,7 @@ from binlake.lake.cuts_table import CutsTable
 from binlake.lake.iceberg_meta import read_table
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
+from binlake.lake.sql import quote
 from binlake.lake.target import lake_target
 from binlake.lake.write_path import WRITE
 from binlake.metrics import Metrics
@@ -421,7 +422,8 @@ def assert_cuts_are_exact(config_path: Path, spark: object) -> int:
     for cut in cuts:
         for name, at in cut.tables.items():
             if name not in lineages:
-                lineage = current_lineage(spark, target.lake_table(TableName(*at.identifier)))  # type: ignore[arg-type]
+                name_parts = (target.catalog, *at.identifier)
+                lineage = current_lineage(spark, ".".join(quote(p) for p in name_parts))  # type: ignore[arg-type]
                 lineages[name] = [
                     (s.snapshot_id, parse_position(s.binlake["binlake.position"]).key())
                     for s in lineage

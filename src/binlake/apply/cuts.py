@@ -151,6 +151,8 @@ class CutRecorder:
                 return None
             else:
                 tables[name] = TableAt(identifier, state.snapshot)
+        for held in holds.tables:  # a first copy's table may have no Iceberg table yet
+            pending.setdefault(f"{held.database}.{held.table}", COPYING)
         cut_id, self._next_id = self._next_id, self._next_id + 1
         return Cut(
             cut_id,
