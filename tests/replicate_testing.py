@@ -412,7 +412,7 @@ def assert_cuts_are_exact(config_path: Path, spark: object) -> int:
     binlake snapshot of the table is at or before it). Returns the number of cuts."""
     config = load_config(config_path)
     target = lake_target(config)
-    origin = origin_of(config.source.host, config.source.port)
+    origin = origin_of(config)
     cuts = [
         c
         for c in CutsTable(spark, target, config.cuts.identifier).read()  # type: ignore[arg-type]

@@ -10,12 +10,14 @@ pick one by ``select`` and read each table ``VERSION AS OF`` its snapshot.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from binlake.config import Config
 from binlake.errors import CutNotFoundError, CutTableError
 from binlake.gtid import GtidState, MariaGtidState, MysqlGtidSet
 from binlake.position import SourcePosition, at_or_before, parse_position
@@ -49,8 +51,8 @@ class Cut:
     tables: Mapping[str, TableAt] = field(default_factory=dict)
     #: Source table -> why it has no consistent snapshot at this cut.
     pending: Mapping[str, str] = field(default_factory=dict)
-    #: The source it was recorded from (``host:port``, ``origin_of``): a cuts table may hold
-    #: the cuts of several replications; each reads and prunes only its own.
+    #: The replication that recorded it (``origin_of``): a cuts table may hold the cuts of
+    #: several replications; each reads and prunes only its own.
     origin: str = ""
 
     def table(self, name: str) -> TableAt:
@@ -134,9 +136,20 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def origin_of(host: str, port: int) -> str:
-    """A replication's origin: its source's address."""
-    return f"{host}:{port}"
+def origin_of(config: Config) -> str:
+    """A replication's origin: its source's address and a digest of the tables it replicates
+    where (``[tables]`` include/exclude, ``[target]`` namespace_map): two replications of one
+    source into one catalog keep apart in one cuts table."""
+    tables, target = config.tables, config.target
+    selection = repr(
+        (
+            [str(g) for g in tables.include],
+            [str(g) for g in tables.exclude],
+            sorted(target.namespace_map.items()),
+        )
+    )
+    digest = hashlib.sha256(selection.encode("utf-8")).hexdigest()[:12]
+    return f"{config.source.host}:{config.source.port}/{digest}"
 
 
 def _iso(epoch_s: float) -> str:

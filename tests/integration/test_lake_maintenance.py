@@ -98,7 +98,7 @@ def plant_orphan(warehouse: Path, database: str, table: str, age_s: float) -> Pa
 def cut_snapshots(config: Config, spark: object, identifier: tuple[str, str]) -> set[int]:
     """The table's snapshots the replication's consistent cuts name."""
     cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
-    origin = origin_of(config.source.host, config.source.port)
+    origin = origin_of(config)
     return protected_snapshots([c for c in cuts if c.origin == origin], identifier)
 
 

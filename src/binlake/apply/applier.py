@@ -334,10 +334,16 @@ class Applier:
             copying = self._snapshots.running or bool(self._snapshots.held())
             if state.finished and caught_up and not copying:
                 self._apply_all(self._builder.flush())
+                self._record_last_cut()
                 self._report(state, force=True)
                 if state.error is not None:
                     raise state.error
                 return
+
+    def _record_last_cut(self) -> None:
+        """The cut after the run's last batch, whatever ``[cuts] every_s`` says."""
+        holds = self._started().batches.copy_holds
+        self._retrying(lambda: self.cuts.step(holds, now=True))
 
     def _wait_s(self) -> float:
         batch = self._builder.open_batch

@@ -73,7 +73,7 @@ class CutRecorder:
         self.console = console
         self.clock = clock
         self.store = CutsTable(spark, target, config.cuts.identifier)
-        self.origin = origin_of(config.source.host, config.source.port)
+        self.origin = origin_of(config)
         #: Cuts of other replications in the same cuts table (kept by the pruning).
         self._others: set[int] = set()
         self._states: dict[TableName, tuple[tuple[str, str], TableState]] = {}
@@ -107,13 +107,16 @@ class CutRecorder:
         self._unrecorded = end
         self.step(holds)
 
-    def step(self, holds: CopyHolds) -> None:
-        """Record the cut after the last batch applied, when the interval has passed."""
+    def step(self, holds: CopyHolds, *, now: bool = False) -> None:
+        """Record the cut after the last batch applied, when the interval has passed (``now``:
+        whatever the interval: the run ends caught up). A batch that cannot have its cut (a
+        table past it after a restart) leaves the interval running: the next batch tries."""
         end = self._unrecorded
         if end is None or not self.enabled:
             return
-        now = self.clock()
-        if self._recorded_at is not None and now - self._recorded_at < self.settings.every_s:
+        clock = self.clock()
+        due = self._recorded_at is None or clock - self._recorded_at >= self.settings.every_s
+        if not (due or now):
             return
         try:
             cut = self._cut(end, holds)
@@ -125,9 +128,9 @@ class CutRecorder:
             self._dirty = None  # read every table again at the next try
             raise
         self._unrecorded = None
-        self._recorded_at = now
         if cut is None:
             return
+        self._recorded_at = clock
         self.recorded += 1
         assert self._cuts is not None
         self._cuts.append(cut)

@@ -39,7 +39,7 @@ def cut_at(spark: SparkSession, config: Config | str | Path, at: str = "latest")
     settings = _config(config)
     wanted = parse_at(at)
     table = CutsTable(spark, lake_target(settings), settings.cuts.identifier)
-    origin = origin_of(settings.source.host, settings.source.port)
+    origin = origin_of(settings)
     if wanted.text == "latest":
         latest = table.latest()
         if latest is not None and latest.origin == origin:
