@@ -9,6 +9,7 @@ the workload stopped, the latest cut equals the source (read directly, and by `v
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -20,7 +21,7 @@ from binlake.lake.read import consistent, cut_at
 from binlake.position import parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox
-from replicate_testing import config_for, module_source, start_replicate
+from replicate_testing import config_for, module_source, run_binlake, start_replicate
 
 source = module_source("cuts-source")
 
@@ -188,3 +189,10 @@ def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill
         assert sorted((r[0], r[1]) for r in lake) == sorted((r[0], r[1]) for r in rows)
     report = verify_config(config, VerifyOptions(cut="latest", timeout_s=30), spark_session=spark)  # type: ignore[arg-type]
     assert report.ok, [r.status for r in report.results]
+    printed = run_binlake("cut", config_path, "--json", timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    shown = json.loads(printed.stdout)
+    assert shown["cut_id"] == latest.cut_id and shown["position"] == str(latest.position)
+    assert shown["sql"][f"{database}.accounts_a"].endswith(
+        f"VERSION AS OF {latest.tables[f'{database}.accounts_a'].snapshot}"
+    )
