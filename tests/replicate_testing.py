@@ -23,10 +23,13 @@ from binlake.binlog.names import TableName
 from binlake.config import Config, load_config
 from binlake.console import Console
 from binlake.crashpoints import ENV_VAR
+from binlake.cuts import origin_of
 from binlake.lake.commit import current_lineage
+from binlake.lake.cuts_table import CutsTable
 from binlake.lake.iceberg_meta import read_table
 from binlake.lake.jdbc_meta import JdbcCatalogReader
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
+from binlake.lake.sql import quote
 from binlake.lake.target import lake_target
 from binlake.lake.write_path import WRITE
 from binlake.metrics import Metrics
@@ -401,6 +404,37 @@ def assert_history_is_exactly_once(config_path: Path, spark: object) -> dict[str
             assert start < positions[0], f"{table}: a batch at or before its copy's position"
         counts[str(table)] = len(ours)  # displayed: db.t, backticks where a part needs them
     return counts
+
+
+def assert_cuts_are_exact(config_path: Path, spark: object) -> int:
+    """Every consistent cut the replication recorded names, for each table, the newest binlake
+    snapshot of the table at or before the cut's position: the table's state there (no later
+    binlake snapshot of the table is at or before it). Returns the number of cuts."""
+    config = load_config(config_path)
+    target = lake_target(config)
+    origin = origin_of(config)
+    cuts = [
+        c
+        for c in CutsTable(spark, target, config.cuts.identifier).read()  # type: ignore[arg-type]
+        if c.origin == origin
+    ]
+    lineages: dict[str, list[tuple[int, Any]]] = {}
+    for cut in cuts:
+        for name, at in cut.tables.items():
+            if name not in lineages:
+                name_parts = (target.catalog, *at.identifier)
+                lineage = current_lineage(spark, ".".join(quote(p) for p in name_parts))  # type: ignore[arg-type]
+                lineages[name] = [
+                    (s.snapshot_id, parse_position(s.binlake["binlake.position"]).key())
+                    for s in lineage
+                    if "binlake.position" in s.binlake
+                ]
+            before = [i for i, key in lineages[name] if key <= cut.position.key()]
+            assert before and before[0] == at.snapshot, (
+                f"cut {cut.cut_id} at {cut.position} names snapshot {at.snapshot} of {name}; "
+                f"its newest binlake snapshot at or before the cut is {before[:1]}"
+            )
+    return len(cuts)
 
 
 def writes_per_table(config_path: Path, spark: object) -> dict[str, set[str]]:

@@ -61,6 +61,13 @@ POINTS: dict[str, str] = {
     "backfill of the values it gave existing rows, or an empty append) not yet",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
+    # consistent cuts (apply/cuts.py)
+    "cut_before_record": "cuts: a batch's tables committed, its consistent cut not yet recorded "
+    "in the cuts table",
+    "cut_after_record": "cuts: the cut recorded (one commit to the cuts table), the checkpoint "
+    "counts not yet updated",
+    "cut_after_prune": "cuts: the cuts table rewritten with the retained cuts, the in-memory "
+    "list not yet",
     # the applied-position tag (lake/applied_tag.py)
     "lake_before_tag_move": "applier: a commit made by Spark SQL or a DataFrame write (its "
     "binlake-applied tag removed before it), the tag not yet set on it",

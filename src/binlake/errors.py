@@ -35,6 +35,9 @@ __all__ = [
     "ChecksumMismatchError",
     "CommitConflictError",
     "ConfigError",
+    "CutError",
+    "CutNotFoundError",
+    "CutTableError",
     "DiskFullError",
     "DuplicateTransactionError",
     "FileAccessError",
@@ -567,6 +570,34 @@ class SnapshotShapeChangedError(SnapshotError):
     default_hint = "run the snapshot again once the table's DDL has settled"
 
 
+class CutError(BinlakeError):
+    """A consistent cut cannot be given as asked (docs/spark.md, "Reading at a cut")."""
+
+    default_hint = "run binlake cut --config F to list what the cuts table holds"
+
+    #: The ``--at`` asked for (latest, a GTID set, file:offset or a time).
+    at: str | None = None
+
+
+class CutNotFoundError(CutError):
+    """No retained cut is at or before the point asked for (none recorded yet, or the point is
+    before the oldest retained cut)."""
+
+    default_hint = (
+        "ask for a point at or after the oldest retained cut ([cuts] keep_last, keep_every_s "
+        "and keep_for_s say which are kept), or let binlake replicate record one"
+    )
+
+    oldest: str | None = None
+
+
+class CutTableError(CutError):
+    """A table asked for is not in the cut: unknown, added after the cut, or still being
+    copied at it."""
+
+    default_hint = "read a later cut, or leave the table out"
+
+
 #: Exit codes by branch of the tree; the first matching class wins.
 EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (UsageError, 64),
@@ -583,6 +614,7 @@ EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
     (SparkMasterError, 78),
     (SparkNoExecutorsError, 69),
     (TargetError, 73),
+    (CutError, 66),
     (SourceConfigError, 78),
     (SourcePositionLostError, 66),
     (SourceIdentityChangedError, 65),

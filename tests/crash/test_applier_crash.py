@@ -29,6 +29,7 @@ from binlake.storage.index import LogIndex
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_targets import TargetSetup
 from replicate_testing import (
+    assert_cuts_are_exact,
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
@@ -52,6 +53,9 @@ CASES = {
     "apply_between_tables": "apply_between_tables:2",
     "apply_during_purge": "apply_during_purge:1",
     "apply_after_commits": "apply_after_commits:2",
+    "cut_before_record": "cut_before_record:2",
+    "cut_after_record": "cut_after_record:2",
+    "cut_after_prune": "cut_after_prune:1",
 }
 CRASH_TIMEOUT_S = 120
 
@@ -59,8 +63,8 @@ CRASH_TIMEOUT_S = 120
 source = module_source("applier-crash-source")
 
 
-def test_every_apply_crash_point_has_a_case() -> None:
-    assert set(CASES) == {name for name in POINTS if name.startswith("apply_")}
+def test_every_apply_and_cut_crash_point_has_a_case() -> None:
+    assert set(CASES) == {name for name in POINTS if name.startswith(("apply_", "cut_"))}
 
 
 def two_step_ddl(run: int) -> str:
@@ -91,7 +95,12 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
         applier="max_transactions = 6\nmax_seconds = 1.0\n",
         target=target,
     )
-    for run, (point, armed) in enumerate(CASES.items()):
+    # A cut after every batch; the cuts table pruned whenever 2 cuts are beyond what it keeps
+    # (the newest 10, and the first of the hour).
+    config.write_text(config.read_text() + "[cuts]\nevery_s = 0\nkeep_last = 10\n")
+    # The cut points are the same on every target: killed on the embedded one only.
+    cases = {p: a for p, a in CASES.items() if target.cluster is None or not p.startswith("cut_")}
+    for run, (point, armed) in enumerate(cases.items()):
         workload.run(12)
         workload.ddl(two_step_ddl(run))
         workload.run(12)
@@ -102,6 +111,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
         assert not timed_out, f"never reached {point} in {CRASH_TIMEOUT_S}s\n{describe(killed)}"
         assert killed.returncode == -9, f"not killed at {point}\n{describe(killed)}"
         assert_history_is_exactly_once(config, spark)
+        assert_cuts_are_exact(config, spark)
     workload.run(5)
     if target.cluster is None:
         replicate_in_process(config, spark)  # the restart: in this process, one Spark less
@@ -114,6 +124,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     assert_verify_passes(config, spark)
     history = assert_history_is_exactly_once(config, spark)
     assert set(history) == {f"{database}.{t}" for t in ("orders", "order_lines", "audit")}
+    assert assert_cuts_are_exact(config, spark) > 0
 
 
 def transaction_ends(path: Path) -> list[int]:

@@ -16,12 +16,15 @@ import uuid
 from pathlib import Path
 
 from binlake.cli.maintain_cmd import render_report
-from binlake.config import load_config
+from binlake.config import Config, load_config
 from binlake.console import Console
+from binlake.cuts import origin_of, protected_snapshots
 from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
+from binlake.lake.cuts_table import CutsTable
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
 from binlake.lake.sql import TABLE_PROPERTIES
 from binlake.lake.table_maintenance import compact, remove_dangling_deletes, table_health
+from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
@@ -92,6 +95,13 @@ def plant_orphan(warehouse: Path, database: str, table: str, age_s: float) -> Pa
     return orphan
 
 
+def cut_snapshots(config: Config, spark: object, identifier: tuple[str, str]) -> set[int]:
+    """The table's snapshots the replication's consistent cuts name."""
+    cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
+    origin = origin_of(config)
+    return protected_snapshots([c for c in cuts if c.origin == origin], identifier)
+
+
 def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_exactly_once(
     source: MariaDBSandbox, spark: object, tmp_path: Path
 ) -> None:
@@ -119,7 +129,12 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     after = table_health(spark, name, 1 << 20)  # type: ignore[arg-type]
     assert after.data_files == 1 and after.delete_files == after.dangling_deletes == 0, after
     assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
-    assert after.snapshots == 2, "the newest (manifest rewrite), and the tagged one"
+    # Kept: the newest (manifest rewrite), the tagged one, and those consistent cuts name.
+    named = cut_snapshots(load_config(config), spark, (database, "keyed"))
+    assert named, "replicate recorded cuts naming the table's snapshots"
+    kept = set(snapshots(spark, name))  # type: ignore[arg-type]
+    assert named <= kept, f"expiry removed snapshots cuts name: {named - kept}"
+    assert after.snapshots == 1 + len(named | {refs(spark, name)[APPLIED_TAG][1]}), after  # type: ignore[arg-type]
     assert not old.exists() and young.exists(), "only orphans older than the bound go"
     assert_verify_passes(config, spark)
     again = maintainer.maintain(keyed, dry_run=True)

@@ -25,7 +25,7 @@ PACKAGE = Path(binlake.__file__).parent
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("binlake", "binlog"),
     ("errors", "crashpoints", "position", "gtid"),
-    ("config", "storage", "metrics", "typemap"),
+    ("config", "storage", "metrics", "typemap", "cuts"),
     ("ddl", "relay"),
     ("source",),
     ("lake",),

@@ -46,6 +46,7 @@ from typing import TypeVar
 
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
+from binlake.apply.cuts import BatchEnd, CutRecorder
 from binlake.apply.plan import Batch, BatchBuilder, Bounds, Selected, Unit, classify
 from binlake.apply.prefetch import ahead
 from binlake.binlog.names import TableName
@@ -158,6 +159,7 @@ class Applier:
         self._snapshots = SnapshotRunner(config, spark, target, console)
         self._requests_checked = 0.0
         self.maintenance = ScheduledMaintenance(config, spark, console, self._stop)
+        self.cuts = CutRecorder(config, spark, target, console)
         self._retry = Retry(
             lambda: probe_catalog(spark, target),
             Backoff.from_config(config.receiver),
@@ -231,6 +233,7 @@ class Applier:
             self._session.batches.close()
         reader = RelayReader(self.config.state.relay_dir, start)
         self._session = _Session(accounting, batches, reader, warehouse_sync)
+        self.cuts.reset()
         self.console.message(
             "apply",
             f"reading the relay log from {start} (checkpoint); {len(applied.positions)} tables "
@@ -323,6 +326,7 @@ class Applier:
             if self._builder.due(time.monotonic()):
                 self._apply_all(self._builder.flush())
             self._snapshots_step()
+            self._retrying(lambda: self.cuts.step(self._started().batches.copy_holds))
             self.maintenance.step(self.lake.known_tables)
             self._report(state)
             reader = self._started().reader
@@ -330,10 +334,16 @@ class Applier:
             copying = self._snapshots.running or bool(self._snapshots.held())
             if state.finished and caught_up and not copying:
                 self._apply_all(self._builder.flush())
+                self._record_last_cut()
                 self._report(state, force=True)
                 if state.error is not None:
                     raise state.error
                 return
+
+    def _record_last_cut(self) -> None:
+        """The cut after the run's last batch, whatever ``[cuts] every_s`` says."""
+        holds = self._started().batches.copy_holds
+        self._retrying(lambda: self.cuts.step(holds, now=True))
 
     def _wait_s(self) -> float:
         batch = self._builder.open_batch
@@ -390,6 +400,8 @@ class Applier:
         result = self._apply_retrying(session, batch, number)
         if result is None:
             return False
+        if batch.transactions and self._record_cut(session, batch, number, result) is None:
+            return False
         session.accounting.on_batch_done(batch, result.held, result.copy_held)
         for line in result.messages:
             self.console.message("apply", line)
@@ -414,11 +426,31 @@ class Applier:
 
         return self._retrying(apply)
 
+    def _record_cut(
+        self, session: _Session, batch: Batch, number: int, result: BatchResult
+    ) -> bool | None:
+        """A consistent cut after the batch, when one is due (``binlake.apply.cuts``). None: a
+        stop was requested while the catalog was failing."""
+        end = BatchEnd(
+            number,
+            batch.position,
+            batch.last.gtid_state,
+            batch.last.group.events[-1].header.timestamp,
+        )
+        holds = session.batches.copy_holds
+
+        def record() -> bool:
+            self.cuts.after_batch(end, result.committed, ddl=batch.is_ddl, holds=holds)
+            return True
+
+        return self._retrying(record)
+
     def _retrying(self, work: Callable[[], T]) -> T | None:
         """``work()`` under the one retry policy; ``Lake.retries`` tells its commits how many
         times it was tried again."""
 
         def reload() -> None:
+            self.cuts.reset()
             self.lake.reload()
             self.lake.retries = self._retry.retries
 

@@ -17,6 +17,7 @@ from binlake.cli import (
     binlog_cmd,
     check_source_cmd,
     check_target_cmd,
+    cut_cmd,
     maintain_cmd,
     receive_cmd,
     replicate_cmd,
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     binlog_cmd.register(commands)
     check_source_cmd.register(commands)
     check_target_cmd.register(commands)
+    cut_cmd.register(commands)
     maintain_cmd.register(commands)
     receive_cmd.register(commands)
     replicate_cmd.register(commands)

@@ -56,6 +56,15 @@ def register(commands: Any) -> None:
         metavar="S",
         help="wait at most S seconds for the applier to reach the source snapshot (default 300)",
     )
+    verify.add_argument(
+        "--cut",
+        nargs="?",
+        const="latest",
+        metavar="AT",
+        help="compare each table at its snapshot in the consistent cut at or before AT "
+        "(default latest; see binlake cut): proves the cut for tables the source has not "
+        "changed since it",
+    )
     verify.add_argument("--json", action="store_true", help="print one JSON object")
     verify.set_defaults(handler=run_verify)
 
@@ -73,6 +82,7 @@ def run_verify(args: argparse.Namespace) -> int:
         tables=parse_tables(args.tables),
         max_differences=args.max_differences,
         timeout_s=args.timeout,
+        cut=args.cut,
     )
     config = load_config(args.config)
     report = verify_config(config, options, progress=_progress)

@@ -53,6 +53,7 @@ from binlake.config.catalog import (
     catalog_config,
     catalog_password_env,
 )
+from binlake.config.cuts import CUTS_KEYS, CutsConfig
 from binlake.config.maintenance import MAINTENANCE_KEYS, MaintenanceConfig
 from binlake.config.secrets import Secret, read_password
 from binlake.config.values import (
@@ -76,6 +77,7 @@ __all__ = [
     "CatalogConfig",
     "CatalogType",
     "Config",
+    "CutsConfig",
     "Key",
     "MaintenanceConfig",
     "OnDrop",
@@ -201,6 +203,7 @@ class Config:
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
     catalog: CatalogConfig = field(default_factory=CatalogConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    cuts: CutsConfig = field(default_factory=CutsConfig)
 
 
 # ---- key specs ------------------------------------------------------------------------------
@@ -334,6 +337,7 @@ SECTIONS: dict[str, tuple[Key, ...]] = {
     "snapshot": SNAPSHOT_KEYS,
     "catalog": CATALOG_KEYS,
     "maintenance": MAINTENANCE_KEYS,
+    "cuts": CUTS_KEYS,
 }
 
 
@@ -391,6 +395,7 @@ def config_from_mapping(
         snapshot=SnapshotConfig(**values["snapshot"]),
         catalog=catalog,
         maintenance=MaintenanceConfig(**values["maintenance"]),
+        cuts=CutsConfig(**values["cuts"]),
     )
 
 

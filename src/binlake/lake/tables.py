@@ -190,8 +190,10 @@ class Lake:
         max_batch = 0
         for lineage in tables:
             source = self.target.source_table(lineage.identifier)
+            if source is None:
+                continue  # not a replicated table's (the cuts table, another tool's)
             summary = _newest_binlake(lineage)
-            if source is None or summary is None:
+            if summary is None:
                 continue
             max_batch = max(max_batch, int(summary.get(BATCH, "0") or 0))
             if self.target.selected(source):

@@ -52,6 +52,8 @@ class LakeTarget:
     jdbc: CatalogConfig | None = None
     #: ``[catalog] type = "hadoop"``: the embedded catalog is the Hadoop catalog, not SQLite's.
     hadoop: bool = False
+    #: The cuts table (``[cuts] table``: namespace, table): never a replicated table's.
+    cuts_table: tuple[str, str] | None = None
 
     @property
     def embedded(self) -> bool:
@@ -94,7 +96,7 @@ class LakeTarget:
 
     def source_table(self, identifier: tuple[str, ...]) -> TableName | None:
         """The source table a lake identifier replicates (None when no database maps to it)."""
-        if len(identifier) != 2:
+        if len(identifier) != 2 or tuple(identifier) == self.cuts_table:
             return None
         namespace, table = identifier
         databases = [db for db, ns in self.namespace_map.items() if ns == namespace]
@@ -144,6 +146,7 @@ def lake_target(config: Config) -> LakeTarget:
         executor_wait_s=config.spark.executor_wait_s,
         jdbc=jdbc,
         hadoop=config.catalog.type is CatalogType.HADOOP,
+        cuts_table=config.cuts.identifier,
     )
 
 

@@ -8,7 +8,8 @@ Safe beside a running ``binlake replicate``:
   sequence number it started from, so a row delta committed meanwhile still deletes the rows it
   replaced in the rewritten files;
 * the applied position's snapshot is kept by binlake's tags through any expiry
-  (``binlake.lake.applied_tag``);
+  (``binlake.lake.applied_tag``), and so is every snapshot a retained consistent cut names
+  (tagged ``binlake-cut-<id>`` just before the table's expiry: ``binlake.lake.cuts_table``);
 * files a running replicate stored and has not committed yet are younger than
   ``orphan_min_age_s`` (at least a day): orphan removal never takes them;
 * a commit another writer beat (``CommitConflictError``) or a failing catalog is retried by
@@ -32,7 +33,9 @@ from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console
 from binlake.crashpoints import crash_point
+from binlake.cuts import protected_snapshots
 from binlake.lake.catalog import spark_lake_tables
+from binlake.lake.cuts_table import CutsTable, protect
 from binlake.lake.iceberg_meta import lake_tables
 from binlake.lake.session import SparkSession
 from binlake.lake.spark_errors import spark_errors
@@ -139,6 +142,7 @@ class Maintainer:
             if step is Step.MANIFESTS:
                 return rewrite_manifests(self.spark, catalog, identifier)
             if step is Step.EXPIRE:
+                self._protect_cut_snapshots(table)
                 older = now - timedelta(seconds=config.snapshot_max_age_s)
                 return expire_snapshots(
                     self.spark, catalog, identifier, older, config.keep_snapshots
@@ -152,6 +156,14 @@ class Maintainer:
         sync.sync()  # Iceberg never fsyncs: the step's files are durable before the next one
         crash_point(f"maintain_after_{step.value}")
         return counts or {}
+
+    def _protect_cut_snapshots(self, table: TableName) -> None:
+        """Tag the table's snapshots that retained consistent cuts name (``binlake-cut-<id>``,
+        other cut tags removed): the expiry that follows keeps them (docs/recovery.md,
+        "Snapshot expiry")."""
+        cuts = CutsTable(self.spark, self.target, self.config.cuts.identifier).read()  # all origins
+        identifier = self.target.identifier(table)
+        protect(self.spark, self.target.lake_table(table), protected_snapshots(cuts, identifier))
 
     def _refresh(self, table: TableName) -> Callable[[], None]:
         """Before a retry: forget what Spark cached of the table (another writer committed)."""

@@ -250,7 +250,9 @@ def collect_status(
 ) -> StatusReport:
     """Everything `binlake status` prints."""
     source = source_status(config)
-    tables = catalog_tables(target, spark_tables)
+    tables = [
+        t for t in catalog_tables(target, spark_tables) if tuple(t.identifier) != target.cuts_table
+    ]  # the cuts table is binlake's own, no replicated table
     sources = {target.source_table(t.identifier) for t in tables} - {None}
     applied = [s.position if (s := t.latest_binlake) else None for t in tables]
     known = [p for p in applied if p is not None]

@@ -78,6 +78,9 @@ class VerifyOptions:
     timeout_s: float = 300.0
     attempts: int = 5
     poll_s: float = 0.5
+    #: ``--cut AT``: compare each table at the snapshot of the cut at or before AT
+    #: (``binlake.verify.at_cut``); None: at the newest snapshot holding the source position.
+    cut: str | None = None
 
 
 @dataclass
@@ -499,10 +502,20 @@ def verify_config(
             return None
         return spark_table_lineage(spark(), target, identifier)
 
+    if options.cut is not None:
+        from binlake.lake.read import cut_at
+        from binlake.verify.at_cut import lineage_at_cut
+
+        cut = cut_at(spark(), config, options.cut)
+        if progress is not None:
+            progress(f"cut {cut.cut_id} at {cut.position}")
+        read: Lineage = lineage_at_cut(lineage, target, cut)
+    else:
+        read = lineage
     settings = connection_settings(config.source)
     policy = ReconnectPolicy.from_config(config.receiver, give_up_s=options.timeout_s)
     verifier = Verifier(
-        spark, target, settings, config.state.relay_dir, lineage, options, progress, policy
+        spark, target, settings, config.state.relay_dir, read, options, progress, policy
     )
     try:
         return verifier.run()

@@ -1,0 +1,198 @@
+"""Consistent cuts end to end (issue 16): a workload whose every transaction moves money between
+two tables, so that sum(accounts_a) + sum(accounts_b) is the same in every source transaction,
+replicated by `binlake replicate` in a subprocess with small batches (a cut after each), read
+through the latest cut while batches commit, across a kill -9 and restart of replicate: every
+read sees the invariant (each distinct cut's snapshots are scanned once, the plain current
+tables in the same query: whether those broke the invariant is printed, not asserted). Then,
+the workload stopped, the latest cut equals the source (read directly, and by `verify --cut`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from pathlib import Path
+
+from binlake.config import load_config
+from binlake.errors import CutError
+from binlake.lake.read import consistent, cut_at
+from binlake.position import parse_position
+from binlake.verify.verifier import VerifyOptions, verify_config
+from binlake_dev.sandbox import MariaDBSandbox
+from replicate_testing import config_for, module_source, run_binlake, start_replicate
+
+source = module_source("cuts-source")
+
+ACCOUNTS = 20
+OPENING = 1000
+TOTAL = 2 * ACCOUNTS * OPENING
+#: Latest-cut reads the test makes while batches commit, and the read after which it kills.
+READS = 200
+KILL_AT = 70
+#: A read of a cut already scanned also reads the plain current tables every this many reads.
+PLAIN_EVERY = 5
+TABLES = ("accounts_a", "accounts_b")
+#: The balances through the cut's views (0), and in the plain current tables (1), in one
+#: query (one job, one stage: summed here).
+BALANCES_SQL = (
+    "SELECT 0, balance FROM accounts_a UNION ALL SELECT 0, balance FROM accounts_b "
+    "UNION ALL SELECT 1, balance FROM {a} UNION ALL SELECT 1, balance FROM {b}"
+)
+
+
+class Transfers:
+    """Transactions that each debit an account of one table and credit one of the other."""
+
+    def __init__(self, source: MariaDBSandbox, database: str) -> None:
+        self.source, self.database = source, database
+        self.stop = threading.Event()
+        self.count = 0
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def create(self) -> Transfers:
+        db = self.database
+        self.source.execute(f"CREATE DATABASE {db}")
+        for table in ("accounts_a", "accounts_b"):
+            self.source.execute(f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, balance BIGINT)")
+            values = ", ".join(f"({i}, {OPENING})" for i in range(ACCOUNTS))
+            self.source.execute(f"INSERT INTO {db}.{table} VALUES {values}")
+        return self
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self) -> None:
+        self.stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        rng = random.Random(16)
+        try:
+            with self.source.connect(self.database, autocommit=False) as conn:
+                cursor = conn.cursor()
+                while not self.stop.is_set():
+                    debit, credit = rng.sample(["accounts_a", "accounts_b"], 2)
+                    amount = rng.randint(1, 50)
+                    cursor.execute(
+                        f"UPDATE {debit} SET balance = balance - {amount} "
+                        f"WHERE id = {rng.randrange(ACCOUNTS)}"
+                    )
+                    cursor.execute(
+                        f"UPDATE {credit} SET balance = balance + {amount} "
+                        f"WHERE id = {rng.randrange(ACCOUNTS)}"
+                    )
+                    conn.commit()
+                    self.count += 1
+                    time.sleep(0.15)
+        except BaseException as error:  # reported by the test
+            self.errors.append(error)
+
+
+def _plain_total(spark: object, a: str, b: str) -> int:
+    query = f"SELECT balance FROM {a} UNION ALL SELECT balance FROM {b}"
+    return sum(r[0] for r in spark.sql(query).collect())  # type: ignore[attr-defined]
+
+
+def _totals(spark: object, a: str, b: str) -> tuple[int, int]:
+    """(through the cut, in the plain tables)."""
+    rows = spark.sql(BALANCES_SQL.format(a=a, b=b)).collect()  # type: ignore[attr-defined]
+    return sum(r[1] for r in rows if r[0] == 0), sum(r[1] for r in rows if r[0] == 1)
+
+
+def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    database = "cuts_bank"
+    transfers = Transfers(source, database).create()
+    config_path = config_for(
+        tmp_path,
+        source,
+        spark,
+        database,
+        receiver="sync_interval_ms = 10\n",
+        # Partitioned: committed by MERGE (copy-on-write), so that each snapshot is one small
+        # file per table and a read costs little (a row delta's equality deletes pile up).
+        tables="".join(
+            f'[tables.layout."{database}.{t}"]\npartition = ["bucket(1, id)"]\n' for t in TABLES
+        ),
+        applier="max_transactions = 40\nmax_seconds = 1.0\n",
+    )
+    config_path.write_text(config_path.read_text() + "[cuts]\nevery_s = 0\n")
+    config = load_config(config_path)
+    plain = tuple(f"lake.{database}.{t}" for t in ("accounts_a", "accounts_b"))
+    replicate = start_replicate(config_path, tmp_path / "replicate-1.log")
+    transfers.start()
+    # A cut's snapshots never change: each distinct pair is scanned once (the plain tables with
+    # it, in the same query); every read looks the latest cut up and registers its views.
+    totals: dict[tuple[int, ...], int] = {}
+    cut_ids: set[int] = set()
+    reads, plain_reads, plain_broken, killed_at = 0, 0, 0, 0
+    started = time.monotonic()
+    try:
+        while reads < READS or not killed_at or max(cut_ids) <= killed_at:
+            assert time.monotonic() - started < 600, f"{reads} reads in 600 s"
+            assert replicate.poll() is None, "replicate exited"
+            try:
+                read = consistent(spark, config, tables=[f"{database}.{t}" for t in TABLES])
+            except CutError:
+                assert reads == 0, "a cut read failed once cuts with both tables existed"
+                time.sleep(0.2)  # no cut holding both tables yet
+                continue
+            pair = tuple(read.cut.tables[f"{database}.{t}"].snapshot for t in TABLES)
+            if pair not in totals:
+                totals[pair], now = _totals(spark, *plain)
+                plain_reads, plain_broken = plain_reads + 1, plain_broken + (now != TOTAL)
+            elif reads % PLAIN_EVERY == 0:
+                now = _plain_total(spark, *plain)
+                plain_reads, plain_broken = plain_reads + 1, plain_broken + (now != TOTAL)
+            assert totals[pair] == TOTAL, read.cut
+            cut_ids.add(read.cut.cut_id)
+            reads += 1
+            if reads == KILL_AT:
+                replicate.kill()  # SIGKILL: no clean stop
+                replicate.wait()
+                killed_at = read.cut.cut_id
+                replicate = start_replicate(config_path, tmp_path / "replicate-2.log")
+    except BaseException:
+        replicate.kill()
+        replicate.wait()
+        raise
+    finally:
+        transfers.join()
+    assert not transfers.errors, transfers.errors
+    print(
+        f"{reads} reads through {len(cut_ids)} cuts ({len(totals)} distinct snapshot pairs "
+        f"scanned) in {time.monotonic() - started:.0f} s, killed after cut {killed_at}: "
+        f"invariant kept; the plain tables broke it in {plain_broken} of {plain_reads} reads; "
+        f"{transfers.count} transfers"
+    )
+    end = parse_position(
+        "{}:{}".format(*source.execute("SHOW MASTER STATUS")[0][:2])  # type: ignore[str-format]
+    )
+    deadline = time.monotonic() + 180
+    try:
+        while (latest := cut_at(spark, config)).position.key() < end.key():
+            assert time.monotonic() < deadline, f"latest cut at {latest.position}, source {end}"
+            time.sleep(0.3)
+    finally:
+        replicate.terminate()
+        replicate.wait()
+    for table in ("accounts_a", "accounts_b"):
+        at = latest.table(f"{database}.{table}")
+        lake = spark.sql(  # type: ignore[attr-defined]
+            f"SELECT id, balance FROM lake.{database}.{table} VERSION AS OF {at.snapshot}"
+        ).collect()
+        rows = source.execute(f"SELECT id, balance FROM {database}.{table}")
+        assert sorted((r[0], r[1]) for r in lake) == sorted((r[0], r[1]) for r in rows)
+    report = verify_config(config, VerifyOptions(cut="latest", timeout_s=30), spark_session=spark)  # type: ignore[arg-type]
+    assert report.ok, [r.status for r in report.results]
+    printed = run_binlake("cut", config_path, "--json", timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    shown = json.loads(printed.stdout)
+    assert shown["cut_id"] == latest.cut_id and shown["position"] == str(latest.position)
+    assert shown["sql"][f"{database}.accounts_a"].endswith(
+        f"VERSION AS OF {latest.tables[f'{database}.accounts_a'].snapshot}"
+    )
