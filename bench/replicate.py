@@ -485,6 +485,9 @@ def section_lag_big(run: Run) -> None:
     binlake_live(config, run.spark, workload, "big")
     ours = lags(paced.commits, lake_commits(run.warehouse, "big"))
     say("  " + describe_lag("binlake replicate", ours, len(paced.commits)))
+    step = max(1, len(ours) // 12)  # where the worst lags were: at the start, or throughout
+    spread = " ".join(f"{max(ours[i : i + step]):.1f}" for i in range(0, len(ours), step))
+    say(f"  max lag per twelfth of the transactions, in order: {spread}")
 
 
 def main() -> None:
