@@ -153,7 +153,9 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
     source.execute(f"INSERT INTO {database}.t SELECT seq, seq FROM {database}.seq_1_to_5000")
     source.execute(f"CREATE TABLE {database}.other (id INT PRIMARY KEY, v INT)")
     source.execute(f"INSERT INTO {database}.other VALUES (1, 0)")
-    config_path = snapshot_config(tmp_path, source, spark, database, target, chunk_rows=500)
+    # 25 chunk commits: the copy spans several batches of `other` even when one of its commits
+    # (or a cut's) is slow (10 chunks spanned 1.3 s: a CI run saw no batch land in between).
+    config_path = snapshot_config(tmp_path, source, spark, database, target, chunk_rows=200)
     config = load_config(config_path)
     log_path = tmp_path / "replicate.log"
     process = start_replicate(config_path, log_path)
@@ -183,7 +185,7 @@ def test_a_snapshot_requested_while_replicating_is_copied_between_batches(
     assert process.returncode == 0, output
     assert f"copying {database}.t (requested)" in output
     copy = last_copy(spark, name)
-    assert len(copy) >= 2, "the requested copy of 5,000 rows in chunks of 500 committed once"
+    assert len(copy) >= 2, "the requested copy of 5,000 rows in chunks of 200 committed once"
     other = lake_target(config).lake_table(TableName(database, "other"))
     between = [
         s for s in current_lineage(spark, other)  # type: ignore[arg-type]
