@@ -120,7 +120,7 @@ def assert_maintain_tags_again_before_it_expires(
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))  # type: ignore[arg-type]
     for table in maintainer.tables():
         steps = [r.planned.step for r in maintainer.maintain(table, orphans_due=False).runs]
-        assert steps == [Step.EXPIRE], steps
+        assert Step.EXPIRE in steps, steps
     only_cut_tag: set[int] = set()
     for name in ("keyed", "keyless"):
         named = assert_cut_snapshots_tagged(config, spark, f"{database}.{name}")
