@@ -1,11 +1,17 @@
 """Shared by the maintenance tests (tests/integration/test_lake_maintenance.py,
-tests/crash/test_maintain_crash.py): a tiny mixed workload on a keyed and a keyless table, and
-a ``[maintenance]`` section every threshold of which trips on it."""
+tests/crash/test_maintain_crash.py): a tiny mixed workload on a keyed and a keyless table, a
+``[maintenance]`` section every threshold of which trips on it, and the snapshots consistent
+cuts name (which expiry must keep)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from binlake.config import Config, load_config
+from binlake.cuts import origin_of, protected_snapshots
+from binlake.lake.commit import refs, snapshots
+from binlake.lake.cuts_table import CUT_TAG_PREFIX, CutsTable
+from binlake.lake.target import lake_target
 from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import config_for, replicate_in_process
 
@@ -56,10 +62,16 @@ _TRIP = {
 }
 
 
+#: The steps a crash point follows that other steps call for: ``prune`` runs after a
+#: compaction; ``protect`` (the cut tags) starts every expiry.
+_RUN_BY = {"prune": "compact", "protect": "expire"}
+
+
 def maintaining_only(step: str) -> str:
     """A ``[maintenance]`` section under which ``step`` is the only one to run before orphan
-    removal (which always runs); ``prune`` follows a compaction (both run)."""
-    tripped = "compact" if step == "prune" else step
+    removal (which always runs); ``prune`` follows a compaction (both run), ``protect`` is the
+    expiry's first part."""
+    tripped = _RUN_BY.get(step, step)
     body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
     return f"[maintenance]\n{body}orphan_min_age_s = 86400\n"
 
@@ -76,3 +88,27 @@ def replicated_workload(
     with_maintenance(config, maintenance)
     replicate_in_process(config, spark)
     return config
+
+
+def cut_snapshots(config: Config, spark: object, identifier: tuple[str, str]) -> set[int]:
+    """The table's snapshots the replication's (retained) consistent cuts name."""
+    cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
+    origin = origin_of(config)
+    return protected_snapshots([c for c in cuts if c.origin == origin], identifier)
+
+
+def assert_cut_snapshots_tagged(config_path: Path, spark: object, table: str) -> set[int]:
+    """Every snapshot of ``table`` (``db.t``) that the retained cuts name is still in the table,
+    reads ``VERSION AS OF`` it, and is tagged ``binlake-cut-<id>``; no other snapshot has a cut
+    tag. Returns those snapshots."""
+    database, _, name = table.partition(".")
+    named = cut_snapshots(load_config(config_path), spark, (database, name))
+    lake = f"lake.{table}"
+    spark.sql(f"REFRESH TABLE {lake}")  # type: ignore[attr-defined]
+    have = set(snapshots(spark, lake))  # type: ignore[arg-type]
+    assert named and named <= have, f"{table}: snapshots cuts name {named}, gone {named - have}"
+    tags = {t: ref[1] for t, ref in refs(spark, lake).items() if t.startswith(CUT_TAG_PREFIX)}  # type: ignore[arg-type]
+    assert tags == {f"{CUT_TAG_PREFIX}{s}": s for s in named}, f"{table}: cut tags {tags}"
+    for snapshot in named:
+        spark.sql(f"SELECT count(*) FROM {lake} VERSION AS OF {snapshot}").collect()  # type: ignore[attr-defined]
+    return named

@@ -91,6 +91,9 @@ POINTS: dict[str, str] = {
     "commit), its next step not yet run",
     "maintain_after_manifests": "maintain: a table's manifests rewritten, its next step not yet "
     "run",
+    "maintain_after_protect": "maintain: the tags keeping the snapshots retained cuts name "
+    "committed (binlake-cut-<id>, stale ones removed: one commit), the table's expiry not yet "
+    "started",
     "maintain_after_expire": "maintain: a table's snapshots expired (and their files deleted), "
     "its orphan removal not yet run",
     "maintain_after_orphans": "maintain: a table's orphan files removed, the next table not yet "

@@ -10,19 +10,35 @@ the restart sets it on the newest binlake snapshot with its next commit.
 thresholds call for; ``prune`` after its compaction) killed once the step's commit (or, for
 orphans, its deletions) is done: replication goes on; `verify` passes and every table's history
 is exactly once.
+
+``maintain_after_protect``: killed between the expiry's tag commit (the ``binlake-cut-<id>``
+tags on the snapshots retained consistent cuts name) and the expiry: the tags are there, no
+snapshot is expired. Replication then records new cuts (a cut after every batch, the newest
+three retained: the tagged ones are dropped); the next maintain tags again (stale tags removed,
+new ones set, one commit) before it expires, so every retained cut's snapshots stay readable.
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from binlake.lake.commit import current_lineage, refs
+from binlake.config import load_config
+from binlake.console import Console
+from binlake.lake.commit import current_lineage, refs, snapshots
+from binlake.lake.cuts_table import CUT_TAG_PREFIX
 from binlake.lake.iceberg_meta import APPLIED_TAG
 from binlake.maintain.plan import Step
+from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
-from maintain_testing import maintaining_only, replicated_workload, write_changes
+from maintain_testing import (
+    assert_cut_snapshots_tagged,
+    maintaining_only,
+    replicated_workload,
+    write_changes,
+)
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -61,21 +77,58 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
     assert refs(spark, name)[APPLIED_TAG] == ("tag", newest.snapshot_id)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("step", [s.value for s in Step])
+#: A cut after every batch, the newest three retained (no interval kept): the cuts the killed
+#: run tagged are gone by the next run, which must swap their tags for the new cuts' ones.
+CUTS_EVERY_BATCH = "[cuts]\nevery_s = 0\nkeep_last = 3\nkeep_for_s = 0\n"
+
+
+@pytest.mark.parametrize("step", [*(s.value for s in Step), "protect"])
 def test_maintain_killed_after_a_step_then_replicated_is_exactly_once(
     tmp_path: Path, source: MariaDBSandbox, spark: object, step: str
 ) -> None:
     database = f"crash_maintain_{step}"
-    config = replicated_workload(source, spark, tmp_path, database, maintaining_only(step))
+    cuts = CUTS_EVERY_BATCH if step == "protect" else ""
+    config = replicated_workload(source, spark, tmp_path, database, maintaining_only(step) + cuts)
+    name = f"lake.{database}.keyed"
+    before = set(snapshots(spark, name))  # type: ignore[arg-type]
     killed = run_binlake(
         "maintain", config, "--tables", f"{database}.keyed", crash_point=f"maintain_after_{step}"
     )
     assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
     if step == "prune":  # the compaction's equality deletes gone from the current snapshot
-        name = f"lake.{database}.keyed"
-        spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
         assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
+    if step == "protect":  # the cut tags committed, the expiry not started
+        tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")
+        assert set(snapshots(spark, name)) == before, "no snapshot expired yet"  # type: ignore[arg-type]
     write_changes(source, database, 100)
     replicate_in_process(config, spark)
+    if step == "protect":
+        assert_maintain_tags_again_before_it_expires(config, spark, database, tagged)
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
+
+
+def assert_maintain_tags_again_before_it_expires(
+    config: Path, spark: object, database: str, tagged: set[int]
+) -> None:
+    """Maintenance on every table, to its end (in this process; no orphan listing, as the
+    scheduled rounds run it), after the run killed after its tags (``tagged``: the snapshots it
+    tagged) and the cuts recorded and dropped since: the expiry kept exactly the snapshots refs
+    name, among them every snapshot the retained cuts name, each tagged (the old tags gone) and
+    readable."""
+    maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))  # type: ignore[arg-type]
+    for table in maintainer.tables():
+        steps = [r.planned.step for r in maintainer.maintain(table, orphans_due=False).runs]
+        assert Step.EXPIRE in steps, steps
+    only_cut_tag: set[int] = set()
+    for name in ("keyed", "keyless"):
+        named = assert_cut_snapshots_tagged(config, spark, f"{database}.{name}")
+        table_refs = refs(spark, f"lake.{database}.{name}")  # type: ignore[arg-type]
+        kept = set(snapshots(spark, f"lake.{database}.{name}"))  # type: ignore[arg-type]
+        assert kept == {snapshot for _, snapshot in table_refs.values()}, "expired the rest"
+        others = {s for n, (_, s) in table_refs.items() if not n.startswith(CUT_TAG_PREFIX)}
+        only_cut_tag |= named - others
+        if name == "keyed":
+            assert not named & tagged, f"the killed run's cuts are dropped: {tagged}, {named}"
+    assert only_cut_tag, "some cut names a snapshot only its tag keeps through the expiry"

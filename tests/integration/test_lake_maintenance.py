@@ -16,19 +16,21 @@ import uuid
 from pathlib import Path
 
 from binlake.cli.maintain_cmd import render_report
-from binlake.config import Config, load_config
+from binlake.config import load_config
 from binlake.console import Console
-from binlake.cuts import origin_of, protected_snapshots
 from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
-from binlake.lake.cuts_table import CutsTable
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
 from binlake.lake.sql import TABLE_PROPERTIES
 from binlake.lake.table_maintenance import compact, remove_dangling_deletes, table_health
-from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
-from maintain_testing import MAINTAIN_EVERYTHING, replicated_workload, write_changes
+from maintain_testing import (
+    MAINTAIN_EVERYTHING,
+    cut_snapshots,
+    replicated_workload,
+    write_changes,
+)
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -93,13 +95,6 @@ def plant_orphan(warehouse: Path, database: str, table: str, age_s: float) -> Pa
     old = time.time() - age_s
     os.utime(orphan, (old, old))
     return orphan
-
-
-def cut_snapshots(config: Config, spark: object, identifier: tuple[str, str]) -> set[int]:
-    """The table's snapshots the replication's consistent cuts name."""
-    cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
-    origin = origin_of(config)
-    return protected_snapshots([c for c in cuts if c.origin == origin], identifier)
 
 
 def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_exactly_once(

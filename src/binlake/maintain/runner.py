@@ -9,7 +9,8 @@ Safe beside a running ``binlake replicate``:
   replaced in the rewritten files;
 * the applied position's snapshot is kept by binlake's tags through any expiry
   (``binlake.lake.applied_tag``), and so is every snapshot a retained consistent cut names
-  (tagged ``binlake-cut-<id>`` just before the table's expiry: ``binlake.lake.cuts_table``);
+  (tagged ``binlake-cut-<id>`` just before the table's expiry, in one commit of its own:
+  ``binlake.lake.cuts_table``; every expiry, a retry's too, tags again first);
 * files a running replicate stored and has not committed yet are younger than
   ``orphan_min_age_s`` (at least a day): orphan removal never takes them;
 * a commit another writer beat (``CommitConflictError``) or a failing catalog is retried by
@@ -18,7 +19,8 @@ Safe beside a running ``binlake replicate``:
 
 Iceberg never fsyncs a local warehouse: after each step the files it wrote (data files,
 manifests, metadata) are fsynced (``binlake.storage.warehouse_sync``, as the applier does before
-its checkpoint moves), then the step passes its crash point (``maintain_after_<step>``).
+its checkpoint moves), then the step passes its crash point (``maintain_after_<step>``); the
+expiry's tag commit has its own, before the expiry starts (``maintain_after_protect``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from binlake.lake.target_check import probe_catalog
 from binlake.maintain.plan import Planned, Step, plan_table
 from binlake.retry import Retry
 from binlake.source.policy import Backoff
-from binlake.storage.warehouse_sync import warehouse_sync_for
+from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
 
 
 @dataclass
@@ -132,6 +134,7 @@ class Maintainer:
         identifier = self.target.identifier(table)
         catalog = self.target.catalog
         config = self.config.maintenance
+        sync = warehouse_sync_for(self.target, unsynced_since=time.time_ns())
 
         def work() -> dict[str, int]:
             now = self.clock()
@@ -142,7 +145,7 @@ class Maintainer:
             if step is Step.MANIFESTS:
                 return rewrite_manifests(self.spark, catalog, identifier)
             if step is Step.EXPIRE:
-                self._protect_cut_snapshots(table)
+                self._protect_cut_snapshots(table, sync)
                 older = now - timedelta(seconds=config.snapshot_max_age_s)
                 return expire_snapshots(
                     self.spark, catalog, identifier, older, config.keep_snapshots
@@ -150,20 +153,22 @@ class Maintainer:
             older = now - timedelta(seconds=config.orphan_min_age_s)
             return remove_orphan_files(self.spark, catalog, identifier, older)
 
-        sync = warehouse_sync_for(self.target, unsynced_since=time.time_ns())
         with sync.committing():
             counts = self._retry.run(work, self._refresh(table))
         sync.sync()  # Iceberg never fsyncs: the step's files are durable before the next one
         crash_point(f"maintain_after_{step.value}")
         return counts or {}
 
-    def _protect_cut_snapshots(self, table: TableName) -> None:
+    def _protect_cut_snapshots(self, table: TableName, sync: WarehouseSync) -> None:
         """Tag the table's snapshots that retained consistent cuts name (``binlake-cut-<id>``,
-        other cut tags removed): the expiry that follows keeps them (docs/recovery.md,
-        "Snapshot expiry")."""
+        other cut tags removed; one commit), durably: the expiry that follows keeps them
+        (docs/recovery.md, "Snapshot expiry"). Killed after it, the expiry has not started; the
+        next run tags again (the cuts recorded or pruned since) before it expires."""
         cuts = CutsTable(self.spark, self.target, self.config.cuts.identifier).read()  # all origins
         identifier = self.target.identifier(table)
         protect(self.spark, self.target.lake_table(table), protected_snapshots(cuts, identifier))
+        sync.sync()  # inside the step's committing() window: the expiry's files are synced after
+        crash_point("maintain_after_protect")
 
     def _refresh(self, table: TableName) -> Callable[[], None]:
         """Before a retry: forget what Spark cached of the table (another writer committed)."""
