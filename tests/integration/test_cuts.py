@@ -239,8 +239,9 @@ def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill
         pair = tuple(cut.tables[f"{database}.{t}"].snapshot for t in TABLES)
         assert scanned[pair] == _source_at(transfers.committed, cut).rows, cut
     print(
-        f"{reads} reads through {len(cuts)} cuts ({len(scanned)} distinct snapshot pairs "
-        f"scanned) in {time.monotonic() - started:.0f} s, killed after cut {killed_at}: "
+        f"{reads} reads through {len(cuts)} cuts (ids {min(cuts)}-{max(cuts)}; "
+        f"{len(scanned)} distinct snapshot pairs scanned) in "
+        f"{time.monotonic() - started:.0f} s, killed after cut {killed_at}: "
         f"invariant kept; each cut equal to the source at its GTID "
         f"({sum(c > killed_at for c in cuts)} recorded after the restart); the plain tables "
         f"broke it in {plain_broken} of {plain_reads} reads; {transfers.count} transfers"
