@@ -46,7 +46,13 @@ TOTAL = 2 * ACCOUNTS * OPENING
 READS = 200
 KILL_AT = 70
 #: A read of a cut already scanned also reads the plain current tables every this many reads.
-PLAIN_EVERY = 5
+PLAIN_EVERY = 20
+#: Reads start at most this often. A read of a cut already scanned costs ~0.2 s, a scan of the
+#: plain tables ~1.4 s (a Spark job): read back to back, with the plain tables every 5th read,
+#: the test's own Spark took so much of 2 loaded cores that replicate committed a batch (so a
+#: cut) every 5-7 s while it read, against ~2.7 s once it stopped, and 200 reads saw 6-7 cuts;
+#: paced, a cut every 4-5 s, ~15 cuts in about the same time.
+READ_EVERY_S = 0.3
 #: Distinct cuts the test reads (and compares with the source) at least.
 MIN_CUTS = 5
 TABLES = ("accounts_a", "accounts_b")
@@ -200,10 +206,12 @@ def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill
     scanned: dict[tuple[int, ...], Rows] = {}
     cuts: dict[int, Cut] = {}
     reads, plain_reads, plain_broken, killed_at = 0, 0, 0, 0
-    started = time.monotonic()
+    started = last = time.monotonic()
     try:
         while reads < READS or not killed_at or max(cuts) <= killed_at or len(cuts) < MIN_CUTS:
             assert time.monotonic() - started < 600, f"{reads} reads in 600 s"
+            time.sleep(max(0.0, last + READ_EVERY_S - time.monotonic()))
+            last = time.monotonic()
             assert replicate.poll() is None, "replicate exited"
             try:
                 read = consistent(spark, config, tables=[f"{database}.{t}" for t in TABLES])
