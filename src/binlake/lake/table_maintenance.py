@@ -237,7 +237,9 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
         action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
             spark._jsparkSession
         ).rewriteDataFiles(load_table(spark, name))
-        _action_session(spark, action).conf().set(CACHED_DELETES, "true")
+        session = _action_session(spark, action)
+        if session is not None:  # else (another Iceberg layout) the rewrite runs uncached
+            session.conf().set(CACHED_DELETES, "true")
         for key, value in COMPACT_OPTIONS.items():
             action = action.option(key, value)
         result = action.execute()
@@ -252,13 +254,16 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
 
 def _action_session(spark: SparkSession, action: Any) -> Any:
     """The Spark session an Iceberg action runs its jobs in (its own clone of the caller's:
-    ``BaseSparkAction.spark()``, not public, so reached by reflection)."""
+    ``BaseSparkAction.spark()``, not public, so reached by reflection); None if the action has
+    no such base class."""
     gateway = spark.sparkContext._gateway
     assert gateway is not None
     jvm = gateway.jvm
     base = action.getClass()  # Iceberg's classes are in Spark's loader, not the system one
-    while base.getName() != "org.apache.iceberg.spark.actions.BaseSparkAction":
+    while base is not None and base.getName() != "org.apache.iceberg.spark.actions.BaseSparkAction":
         base = base.getSuperclass()
+    if base is None:
+        return None
     method = base.getDeclaredMethod("spark", gateway.new_array(jvm.java.lang.Class, 0))
     method.setAccessible(True)
     return method.invoke(action, gateway.new_array(jvm.java.lang.Object, 0))
