@@ -92,7 +92,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
         spark,
         database,
         receiver="max_relay_file_size = 4096\nsync_interval_ms = 10\n",
-        applier="max_transactions = 6\nmax_seconds = 1.0\n",
+        applier="max_transactions = 10\nmax_seconds = 1.0\n",
         target=target,
     )
     # A cut after every batch; the cuts table pruned whenever 2 cuts are beyond what it keeps
@@ -101,10 +101,10 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     # The cut points are the same on every target: killed on the embedded one only.
     cases = {p: a for p, a in CASES.items() if target.cluster is None or not p.startswith("cut_")}
     for run, (point, armed) in enumerate(cases.items()):
-        workload.run(12)
+        workload.run(8)
         workload.ddl(two_step_ddl(run))
-        workload.run(12)
-        live = workload.in_thread(20, pause_s=0.03)
+        workload.run(8)
+        live = workload.in_thread(12, pause_s=0.03)
         killed, timed_out = run_armed(config, armed, CRASH_TIMEOUT_S)
         live.join()
         assert not workload.errors, workload.errors
@@ -117,7 +117,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     # batches: a restart's batches may have any bounds (the skip is per transaction), and 6 per
     # batch made this catch-up a third of the test.
     text = config.read_text()
-    bigger = text.replace("max_transactions = 6\n", "max_transactions = 1000\n")
+    bigger = text.replace("max_transactions = 10\n", "max_transactions = 1000\n")
     assert bigger != text
     config.write_text(bigger)
     if target.cluster is None:

@@ -43,7 +43,7 @@ ACCOUNTS = 20
 OPENING = 1000
 TOTAL = 2 * ACCOUNTS * OPENING
 #: Latest-cut reads the test makes while batches commit, and the read after which it kills.
-READS = 200
+READS = 120
 KILL_AT = 70
 #: A read of a cut already scanned also reads the plain current tables every this many reads.
 PLAIN_EVERY = 20
