@@ -51,7 +51,8 @@ POINTS: dict[str, str] = {
     # applier (apply/applier.py, lake/tables.py, lake/keyed_write.py)
     "apply_before_commit": "applier: batch built, no table committed yet",
     "apply_before_delta_commit": "applier: a table's row-delta files (new rows, equality "
-    "deletes) stored in the warehouse, their commit not yet made (orphans if it never is)",
+    "deletes; or a change log's appended rows) stored in the warehouse, their commit not yet "
+    "made (orphans if it never is)",
     "apply_between_tables": "applier: the first table of a multi-table batch committed, the "
     "others not yet",
     "apply_after_commits": "applier: every table of the batch committed, checkpoint counts not "

@@ -1,10 +1,10 @@
 """Issue 14: processes killed (SIGKILL) at the durable steps that keep a table healthy and its
 applied position through snapshot expiry, then restarted: nothing lost, nothing doubled.
 
-``lake_before_tag_move``: a commit made by a DataFrame write (a keyless table's appended
-change log) landed, the ``binlake-applied`` tag removed before it is not set again yet. The tag
-must then be absent, never on an older snapshot (its position would apply the batch again);
-the restart sets it on the newest binlake snapshot with its next commit.
+``lake_before_tag_move``: a commit made by a DataFrame write (a partitioned keyless table's
+appended change log) landed, the ``binlake-applied`` tag removed before it is not set again
+yet. The tag must then be absent, never on an older snapshot (its position would apply the
+batch again); the restart sets it on the newest binlake snapshot with its next commit.
 
 ``maintain_after_<step>``: `binlake maintain` (its own process, the step the only one its
 thresholds call for; ``prune`` after its compaction) killed once the step's commit (or, for
@@ -62,7 +62,12 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
     for i in range(6):
         source.execute(f"INSERT INTO {database}.log VALUES ({i}, {i}), ({i}, {i + 1})")
     source.execute(f"DELETE FROM {database}.log WHERE id = 2")
-    config = config_for(tmp_path, source, spark, database, applier="max_transactions = 2\n")
+    # Partitioned: a change log's append is then a DataFrame write (unpartitioned, it commits
+    # its data file with the tag, as a row delta does).
+    layout = f'[tables.layout."{database}.log"]\npartition = ["bucket(2, id)"]\n'
+    config = config_for(
+        tmp_path, source, spark, database, applier="max_transactions = 2\n", tables=layout
+    )
     killed = run_until_killed(config, "lake_before_tag_move:2")
     assert killed.returncode == -9, f"not killed at lake_before_tag_move\n{describe(killed)}"
     name = f"lake.{database}.log"

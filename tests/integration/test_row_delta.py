@@ -16,8 +16,8 @@ from typing import Any
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
-from binlake.lake.commit import current_lineage
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.commit import current_lineage, refs
+from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress
 from binlake.lake.target import lake_target
 from binlake.lake.write_path import WRITE, WRITE_REASON
@@ -351,3 +351,32 @@ def test_a_transaction_with_more_keys_than_memory_holds_is_spilled_and_exact(
     assert last[WRITE] == "row-delta"
     assert len(runs) > 10  # the net change went to disk in runs
     assert not list(temp.glob("binlake-spill-*"))  # and the runs are gone
+
+
+def test_a_change_log_batch_is_one_data_file_committed_with_its_position_and_tag(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A table without a key is a change log: a batch's row images are one data file committed
+    through Iceberg's API (no Spark write, whose commits carry ``spark.app.id``), the position
+    and the ``binlake-applied`` tag in that same commit."""
+    database = "rd_log"
+    source.execute(f"CREATE DATABASE {database}")
+    run_sql(
+        source,
+        database,
+        "CREATE TABLE log (id INT, v VARCHAR(40))",
+        "INSERT INTO log VALUES (1, 'a'), (1, 'a'), (2, 'b')",
+    )
+    config = config_for(tmp_path, source, spark, database, applier=ONE_BATCH)
+    replicate_in_process(config, spark)
+    run_sql(source, database, "UPDATE log SET v = 'c' WHERE id = 1", "DELETE FROM log WHERE id = 2")
+    replicate_in_process(config, spark)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+    name = lake_name(config, f"{database}.log")
+    newest = current_lineage(spark, name)[0]
+    assert newest.summary[WRITE] == "append"
+    # two updates (a before and an after image each) and a delete
+    assert (newest.summary["added-data-files"], newest.summary["added-records"]) == ("1", "5")
+    assert "spark.app.id" not in newest.summary
+    assert refs(spark, name)[APPLIED_TAG] == ("tag", newest.snapshot_id)

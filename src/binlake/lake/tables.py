@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from binlake.binlog.names import TableName
@@ -497,14 +498,35 @@ class Lake:
         schema = table.schema
         assert schema is not None
         if isinstance(changes, ChangeLog):
-            write = Write(WritePath.APPEND)
-            frame = dataframe_from_arrow(
-                self.spark, changes.to_arrow(schema.columns), spark_schema(schema)
-            )
-            append_with_commit_properties(frame, table.name, {**properties, **write.properties()})
+            write = self._append_log(table, schema, changes, properties)
         else:
             write = self._keyed.commit(table.name, schema, changes, properties, str(table.source))
         self._positioned(table, position)
+        return write
+
+    def _append_log(
+        self,
+        table: LakeTable,
+        schema: LakeSchema,
+        changes: ChangeLog,
+        properties: Mapping[str, str],
+    ) -> Write:
+        """Append a change log's rows in one snapshot: a data file staged here and committed
+        through Iceberg's API with the position and the tags (``binlake.lake.row_delta``: no
+        Spark job) where the table can take it, else a DataFrame append (a partitioned
+        table, ``DeltaLayout.refusal``)."""
+        write = Write(WritePath.APPEND)
+        merged = {**properties, **write.properties()}
+        rows = changes.to_arrow(schema.columns)
+        deltas, source = self._keyed.deltas, str(table.source)
+        target = deltas.open(table.name, (), source)
+        if target.layout.refusal() is None:
+            staged = deltas.stage(target, [(rows, pa.table({}))], source)
+            crash_point("apply_before_delta_commit")
+            deltas.commit(staged, merged, source)
+            return write
+        frame = dataframe_from_arrow(self.spark, rows, spark_schema(schema))
+        append_with_commit_properties(frame, table.name, merged)
         return write
 
 
