@@ -114,8 +114,8 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
         assert_cuts_are_exact(config, spark)
     workload.run(5)
     # The restart catches up the backlog the kills left (hundreds of transactions) in bigger
-    # batches: a restart's batches may have any bounds (the skip is per transaction), and 6 per
-    # batch made this catch-up a third of the test.
+    # batches: a restart's batches may have any bounds (the skip is per transaction), and the
+    # lineage's small batches would make this catch-up a third of the test.
     text = config.read_text()
     bigger = text.replace("max_transactions = 10\n", "max_transactions = 1000\n")
     assert bigger != text
