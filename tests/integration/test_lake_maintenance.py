@@ -18,10 +18,18 @@ from pathlib import Path
 from binlake.cli.maintain_cmd import render_report
 from binlake.config import load_config
 from binlake.console import Console
+from binlake.lake.applied_tag import load_table
 from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
 from binlake.lake.sql import TABLE_PROPERTIES
-from binlake.lake.table_maintenance import compact, remove_dangling_deletes, table_health
+from binlake.lake.table_maintenance import (
+    CACHED_DELETES,
+    action_session,
+    compact,
+    remove_dangling_deletes,
+    rewrite_action,
+    table_health,
+)
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
@@ -185,3 +193,19 @@ def test_pruning_after_a_compaction_removes_a_merges_position_deletes_and_keeps_
     assert sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0
     rows = [tuple(r) for r in sql(f"SELECT id, v FROM {name} ORDER BY id").collect()]
     assert rows == [(2, 2), (3, 3), (4, 40)]
+
+
+def test_the_compaction_runs_with_the_executors_delete_file_cache_on(spark: object) -> None:
+    """Iceberg's rewrite turns the executors' delete-file cache off in its session (every data
+    file would read every equality-delete file again); binlake's compaction turns it on in that
+    session, reached through the shipped jar's classes."""
+    name = f"lake.cache_check.t_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {name} (id BIGINT) USING iceberg")  # type: ignore[attr-defined]
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    plain = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
+        spark._jsparkSession  # type: ignore[attr-defined]
+    ).rewriteDataFiles(load_table(spark, name))  # type: ignore[arg-type]
+    iceberg_own = action_session(spark, plain)  # type: ignore[arg-type]
+    assert iceberg_own is not None and iceberg_own.conf().get(CACHED_DELETES) == "false"
+    ours = action_session(spark, rewrite_action(spark, name))  # type: ignore[arg-type]
+    assert ours is not None and ours.conf().get(CACHED_DELETES) == "true"

@@ -232,17 +232,7 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
     under the procedure's names (files rewritten, added, delete files removed...)."""
     name = ".".join(quote(part) for part in (catalog, *identifier))
     with spark_errors(f"rewrite_data_files on {name}", ".".join(identifier)):
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
-            spark._jsparkSession
-        ).rewriteDataFiles(load_table(spark, name))
-        session = _action_session(spark, action)
-        if session is not None:  # else (another Iceberg layout) the rewrite runs uncached
-            session.conf().set(CACHED_DELETES, "true")
-        for key, value in COMPACT_OPTIONS.items():
-            action = action.option(key, value)
-        result = action.execute()
+        result = rewrite_action(spark, name).execute()
         return {
             "rewritten_data_files_count": int(result.rewrittenDataFilesCount()),
             "added_data_files_count": int(result.addedDataFilesCount()),
@@ -252,7 +242,24 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
         }
 
 
-def _action_session(spark: SparkSession, action: Any) -> Any:
+def rewrite_action(spark: SparkSession, name: str) -> Any:
+    """The ``RewriteDataFiles`` action on table ``name`` with ``COMPACT_OPTIONS``, its session's
+    delete-file cache on (``CACHED_DELETES``) when it has one to reach (else, another Iceberg
+    layout, the rewrite runs uncached)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
+        spark._jsparkSession
+    ).rewriteDataFiles(load_table(spark, name))
+    session = action_session(spark, action)
+    if session is not None:
+        session.conf().set(CACHED_DELETES, "true")
+    for key, value in COMPACT_OPTIONS.items():
+        action = action.option(key, value)
+    return action
+
+
+def action_session(spark: SparkSession, action: Any) -> Any:
     """The Spark session an Iceberg action runs its jobs in (its own clone of the caller's:
     ``BaseSparkAction.spark()``, not public, so reached by reflection); None if the action has
     no such base class."""
