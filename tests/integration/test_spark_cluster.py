@@ -140,9 +140,10 @@ def test_a_worker_without_free_cores_is_a_typed_error_saying_why(
 def test_a_killed_executor_costs_a_retry_never_a_row(
     tmp_path: Path, source: MariaDBSandbox, spark: SparkSession, target: TargetSetup
 ) -> None:
-    """kill -9 of the executor JVM while the first batch's Spark job runs on it: the driver
-    loses the executor, the master starts another, the job's tasks run again there, and the
-    batch commits once."""
+    """kill -9 of the executor JVM while the first batch's Spark job runs on it (`big` is
+    partitioned: its batch is a MERGE, whose tasks write data files on the executors; a row
+    delta or an unpartitioned change log runs no Spark job): the driver loses the executor, the
+    master starts another, the job's tasks run again there, and the batch commits once."""
     cluster = target.cluster
     assert cluster is not None
     database = "cl_killed"
@@ -155,9 +156,11 @@ def test_a_killed_executor_costs_a_retry_never_a_row(
             f"FROM {database}.seq_{start + 1}_to_{start + 50_000}"
         )
     source.execute(f"INSERT INTO {database}.log SELECT seq, 'x' FROM {database}.seq_1_to_20000")
+    layout = f'[tables.layout."{database}.big"]\npartition = ["bucket(4, id)"]\n'
     config = config_for(
-        tmp_path, source, spark, database, target=target, applier="max_seconds = 30\n"
-    )
+        tmp_path, source, spark, database, target=target, applier="max_seconds = 30\n",
+        tables=layout,
+    )  # fmt: skip
     log_path = tmp_path / "replicate.log"
     earlier = {app.name for app in cluster.work_dir.glob("app-*")}
     with log_path.open("w") as log:

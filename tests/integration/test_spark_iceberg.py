@@ -24,6 +24,7 @@ from binlake.lake.commit import (
     current_lineage,
     execute_with_commit_properties,
     latest_binlake_summary,
+    refs,
     snapshots,
 )
 from binlake.lake.frames import dataframe_from_arrow
@@ -231,6 +232,38 @@ def test_latest_summary_follows_the_current_lineage_not_the_newest_commit(
     spark.sql(f"CALL lake.system.rollback_to_snapshot('{ident}', {kept})")
     assert max(snapshots(spark, table).values(), key=lambda s: s.committed_at).binlake == batch(2)
     assert latest_binlake_summary(spark, table) == batch(1)
+
+
+def test_a_lineage_read_runs_no_spark_job_and_shows_what_the_metadata_tables_show(
+    spark: SparkSession,
+) -> None:
+    # On a cluster a Spark job waits for an executor: a restart reads every table's lineage.
+    table = create(spark, keyed_schema())
+    execute_with_commit_properties(spark, f"INSERT INTO {table} VALUES (1, 'a')", batch(1), table)
+    spark.sql(f"DELETE FROM {table} WHERE id = 1")
+    spark.sql(f"ALTER TABLE {table} CREATE TAG kept")
+    lineage_group, sql_group = (f"{n}-{uuid.uuid4().hex}" for n in ("lineage", "sql"))
+    tracker = spark.sparkContext.statusTracker()
+    try:
+        spark.sparkContext.setJobGroup(lineage_group, "the lineage read")
+        by_id, table_refs = snapshots(spark, table), refs(spark, table)
+        lineage = current_lineage(spark, table)
+        spark.sparkContext.setJobGroup(sql_group, "the metadata tables")
+        columns = "snapshot_id, parent_id, committed_at, operation, summary"
+        shown = spark.sql(f"SELECT {columns} FROM {table}.snapshots").collect()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert list(tracker.getJobIdsForGroup(lineage_group)) == []
+    assert list(tracker.getJobIdsForGroup(sql_group)), "a metadata table's query runs a job"
+    assert {r["snapshot_id"]: (r["parent_id"], r["committed_at"], r["operation"], r["summary"])
+            for r in shown} == {
+        i: (s.parent_id, s.committed_at, s.operation, s.summary) for i, s in by_id.items()
+    }  # fmt: skip
+    shown_refs = spark.sql(f"SELECT name, type, snapshot_id FROM {table}.refs").collect()
+    assert {r["name"]: (r["type"].lower(), r["snapshot_id"]) for r in shown_refs} == table_refs
+    assert set(table_refs) == {"main", "kept", "binlake-applied"}
+    assert [s.operation for s in lineage] == ["delete", "append"]
+    assert lineage[1].binlake == batch(1)
 
 
 # ---- exact values of every type ---------------------------------------------------------------

@@ -3,9 +3,10 @@
 The process takes the state folder's lock once, for both: the receiver writes the relay log,
 the applier writes the checkpoint record and purges old relay files. The receiver recovers the
 relay log at its start (design "Recovery routine", step 1), once it has logged in to the source;
-meanwhile this thread starts Spark, checks the target (``binlake.lake.target_check``: the master,
-an executor, the catalog, the namespaces, the warehouse's space; a problem stops the run with its
-fix) and warms Spark for the first batch (``binlake.lake.warm``). The
+meanwhile a thread of its own starts Spark and warms it for the first batch
+(``binlake.lake.warm``); a recovery that fails is reported at once, without waiting for Spark.
+This thread then checks the target (``binlake.lake.target_check``: the master, an executor, the
+catalog, the namespaces, the warehouse's space; a problem stops the run with its fix). The
 applier then reads the lake's positions and starts at the recorded checkpoint (steps 2-4, see
 ``binlake.apply.applier``). A source that cannot be reached or a refused login is reported
 before Spark starts; a lost source position (``SourcePositionLostError``, step 5), known only
@@ -29,7 +30,7 @@ from binlake.apply.applier import Applier, ApplyResult
 from binlake.config import Config
 from binlake.console import Console, ReceiverProgress
 from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
-from binlake.lake.target import lake_target
+from binlake.lake.target import LakeTarget, lake_target
 from binlake.lake.target_check import require_target
 from binlake.lake.warm import warm_up
 from binlake.metrics import Metrics, MetricsServer
@@ -148,7 +149,9 @@ class Replicator:
         """The session, started once the receiver has logged in to the source (so that a source
         that cannot be reached or a refused login is reported before Spark starts, which takes
         seconds), while the receiver recovers the relay log; then warmed for the first batch
-        (``binlake.lake.warm``). None when the run ended (or was stopped) before that."""
+        (``binlake.lake.warm``). None when the run ended (or was stopped) before that. A
+        recovery that fails meanwhile is raised at once: the start goes on in its own thread,
+        given up (``_SessionStart``)."""
         state = self.relay.state()
         while not self.receiver.connected.is_set() and not self._stop.is_set():
             if state.finished:
@@ -158,20 +161,18 @@ class Replicator:
             state = self.relay.wait_past(None, 0.1)
         if self._stop.is_set():
             return None
-        started = time.monotonic()
-        spark = build_session(spark_settings(self.target, APP_NAME))
-        ready = time.monotonic()
+        starting = _SessionStart(self.target, self.console)
         try:
-            warmed = warm_up(spark, self.target)
+            while not starting.done.wait(0.1):
+                state = self.relay.state()
+                if state.finished and state.error is not None and state.durable is None:
+                    raise state.error
+                if self._stop.is_set():
+                    break
         except BaseException:
-            stop_session(spark)
+            starting.give_up()
             raise
-        self.console.message(
-            "apply",
-            f"Spark started in {ready - started:.1f} s, warmed in {time.monotonic() - ready:.1f} s "
-            f"({warmed})",
-        )
-        return spark
+        return starting.result_or_give_up()
 
     def _metrics_server(self) -> _Serving:
         return _Serving(self.metrics, self.config.applier.metrics_port, self.console)
@@ -202,3 +203,69 @@ class _Serving:
     def __exit__(self, *exc: object) -> None:
         if self.server is not None:
             self.server.stop()
+
+
+class _SessionStart:
+    """Spark's start and warm-up, in a thread of its own (``spark-start``). The run waits for
+    it, unless the relay log's recovery fails or a stop is asked for first: the error is then
+    reported at once, not once Spark is up (seconds later), and a session the thread starts
+    after it was given up is stopped by the thread. Started outside the main thread, pyspark
+    leaves the process's SIGINT handler alone (binlake's clean stop)."""
+
+    def __init__(self, target: LakeTarget, console: Console) -> None:
+        self.target, self.console = target, console
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+        self._session: SparkSession | None = None
+        self._error: BaseException | None = None
+        self._given_up = False
+        threading.Thread(target=self._run, name="spark-start", daemon=True).start()
+
+    def result_or_give_up(self) -> SparkSession | None:
+        """The warmed session when the start is done (its error raised); else None, and the
+        start is given up."""
+        with self._lock:
+            if not self.done.is_set():
+                self._given_up = True
+                return None
+        if self._error is not None:
+            raise self._error
+        return self._session
+
+    def give_up(self) -> None:
+        """No session is wanted any more: the one started is stopped, now or once it is up."""
+        with self._lock:
+            self._given_up = True
+            session, self._session = self._session, None
+        if session is not None:
+            stop_session(session)
+
+    def _run(self) -> None:
+        try:
+            spark = self._start()
+        except BaseException as error:
+            self._error = error
+            self.done.set()
+            return
+        with self._lock:
+            if self._given_up:
+                stop_session(spark)
+            else:
+                self._session = spark
+            self.done.set()
+
+    def _start(self) -> SparkSession:
+        started = time.monotonic()
+        spark = build_session(spark_settings(self.target, APP_NAME))
+        ready = time.monotonic()
+        try:
+            warmed = warm_up(spark, self.target)
+        except BaseException:
+            stop_session(spark)
+            raise
+        self.console.message(
+            "apply",
+            f"Spark started in {ready - started:.1f} s, warmed in {time.monotonic() - ready:.1f} s "
+            f"({warmed})",
+        )
+        return spark

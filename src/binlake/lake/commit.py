@@ -21,6 +21,7 @@ or after the commit is never guessed: the table's newest binlake summary says wh
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 import weakref
@@ -34,7 +35,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
 
 from binlake.errors import SparkSetupError, SparkStatementError
-from binlake.lake.applied_tag import tag_follows
+from binlake.lake.applied_tag import load_table, tag_follows
 from binlake.lake.iceberg_meta import tagged_tail
 from binlake.lake.spark_errors import spark_errors
 
@@ -227,32 +228,60 @@ class Snapshot:
         return {k: v for k, v in self.summary.items() if k.startswith(PREFIX)}
 
 
+def table_metadata(spark: SparkSession, table: str) -> dict[str, Any]:
+    """The table's current metadata, as Iceberg writes it to ``v<N>.metadata.json``, read on
+    the driver through the session's catalog (and its cache, as Spark's metadata tables are):
+    no Spark job runs, so a lineage read on a cluster never waits for an executor."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    with spark_errors(f"read the metadata of {table}", table):
+        current = load_table(spark, table).operations().current()
+        text = jvm.org.apache.iceberg.TableMetadataParser.toJson(current)
+    parsed: dict[str, Any] = json.loads(text)
+    return parsed
+
+
 def snapshots(spark: SparkSession, table: str) -> dict[int, Snapshot]:
     """Every snapshot of ``table`` still in its metadata, by id."""
-    query = (
-        f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {table}.snapshots"
-    )
-    with spark_errors(query, table):
-        rows = spark.sql(query).collect()
-    return {row["snapshot_id"]: _snapshot(row.asDict()) for row in rows}
+    return snapshots_of(table_metadata(spark, table))
 
 
-def _snapshot(row: dict[str, Any]) -> Snapshot:
-    return Snapshot(
-        row["snapshot_id"],
-        row["parent_id"],
-        row["committed_at"],
-        row["operation"],
-        dict(row["summary"] or {}),
-    )
+def snapshots_of(metadata: Mapping[str, Any]) -> dict[int, Snapshot]:
+    """The snapshots of a table's metadata (``table_metadata``), by id, as the ``snapshots``
+    metadata table shows them (the operation apart from the summary; the commit time a naive
+    local datetime, as Spark returns timestamps)."""
+    out = {}
+    for raw in metadata.get("snapshots", []):
+        summary = {str(k): str(v) for k, v in (raw.get("summary") or {}).items()}
+        operation = summary.pop("operation", None)
+        parent = raw.get("parent-snapshot-id")
+        millis = int(raw["timestamp-ms"])
+        committed_at = datetime.fromtimestamp(millis // 1000).replace(
+            microsecond=millis % 1000 * 1000
+        )
+        snapshot_id = int(raw["snapshot-id"])
+        out[snapshot_id] = Snapshot(
+            snapshot_id, None if parent is None else int(parent), committed_at, operation, summary
+        )
+    return out
 
 
 def refs(spark: SparkSession, table: str) -> dict[str, tuple[str, int]]:
     """The table's branches and tags: name -> (type, snapshot id)."""
-    query = f"SELECT name, type, snapshot_id FROM {table}.refs"
-    with spark_errors(query, table):
-        rows = spark.sql(query).collect()
-    return {str(r["name"]): (str(r["type"]).lower(), int(r["snapshot_id"])) for r in rows}
+    return refs_of(table_metadata(spark, table))
+
+
+def refs_of(metadata: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
+    """The branches and tags of a table's metadata (``table_metadata``), as the ``refs``
+    metadata table shows them: ``main`` is the current snapshot when no ref names it."""
+    out = {
+        str(name): (str(ref["type"]).lower(), int(ref["snapshot-id"]))
+        for name, ref in (metadata.get("refs") or {}).items()
+    }
+    current = metadata.get("current-snapshot-id")
+    if "main" not in out and current is not None and int(current) >= 0:
+        out["main"] = ("branch", int(current))
+    return out
 
 
 def current_snapshot_id(spark: SparkSession, table: str) -> int | None:
@@ -265,8 +294,9 @@ def current_lineage(spark: SparkSession, table: str) -> list[Snapshot]:
     """The current snapshot and its ancestors, newest first (snapshots rolled back or on other
     branches are not in it). Where expired snapshots cut the chain, it goes on with the
     snapshots binlake's tags keep (``iceberg_meta.tagged_tail``)."""
-    by_id = snapshots(spark, table)
-    table_refs = refs(spark, table)
+    metadata = table_metadata(spark, table)
+    by_id = snapshots_of(metadata)
+    table_refs = refs_of(metadata)
     out: list[Snapshot] = []
     main = table_refs.get("main")
     snapshot_id = None if main is None else main[1]
