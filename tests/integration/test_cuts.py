@@ -43,8 +43,8 @@ ACCOUNTS = 20
 OPENING = 1000
 TOTAL = 2 * ACCOUNTS * OPENING
 #: Latest-cut reads the test makes while batches commit, and the read after which it kills.
-READS = 120
-KILL_AT = 70
+READS = 80
+KILL_AT = 45
 #: A read of a cut already scanned also reads the plain current tables every this many reads.
 PLAIN_EVERY = 20
 #: Reads start at most this often. A read of a cut already scanned costs ~0.2 s, a scan of the
