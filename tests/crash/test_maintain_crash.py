@@ -8,8 +8,8 @@ batch again); the restart sets it on the newest binlake snapshot with its next c
 
 ``maintain_after_<step>``: `binlake maintain` (its own process, the step the only one its
 thresholds call for; ``prune`` after its compaction) killed once the step's commit (or, for
-orphans, its deletions) is done: replication goes on; `verify` passes and every table's history
-is exactly once.
+orphans, its deletions) is done, after each step in turn on one table: replication goes on
+after each kill, every table's history is exactly once, and `verify` passes at the end.
 
 ``maintain_after_protect``: killed between the expiry's tag commit (the ``binlake-cut-<id>``
 tags on the snapshots retained consistent cuts name) and the expiry: the tags are there, no
@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-
-import pytest
 
 from binlake.config import load_config
 from binlake.console import Console
@@ -87,31 +85,39 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
 CUTS_EVERY_BATCH = "[cuts]\nevery_s = 0\nkeep_last = 3\nkeep_for_s = 0\n"
 
 
-@pytest.mark.parametrize("step", [*(s.value for s in Step), "protect"])
-def test_maintain_killed_after_a_step_then_replicated_is_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object, step: str
+#: The steps one lineage's `binlake maintain` runs are killed after, in this order.
+STEPS = (*(s.value for s in Step), "protect")
+
+
+def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:
-    database = f"crash_maintain_{step}"
-    cuts = CUTS_EVERY_BATCH if step == "protect" else ""
-    config = replicated_workload(source, spark, tmp_path, database, maintaining_only(step) + cuts)
+    """One table, one state folder: `binlake maintain` killed after each step in turn (its
+    thresholds let that step run alone), each kill followed by changes on the source and a
+    replication that must go on exactly once from what the killed run left."""
+    database = "crash_maintain"
+    # A cut after every batch from the start: the protect step tags the snapshots cuts name.
+    config = replicated_workload(source, spark, tmp_path, database, CUTS_EVERY_BATCH)
+    base = config.read_text()
     name = f"lake.{database}.keyed"
-    before = set(snapshots(spark, name))  # type: ignore[arg-type]
-    killed = run_binlake(
-        "maintain", config, "--tables", f"{database}.keyed", crash_point=f"maintain_after_{step}"
-    )
-    assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
-    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
-    if step == "prune":  # the compaction's equality deletes gone from the current snapshot
-        assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
-    if step == "protect":  # the cut tags committed, the expiry not started
-        tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")
-        assert set(snapshots(spark, name)) == before, "no snapshot expired yet"  # type: ignore[arg-type]
-    write_changes(source, database, 100)
-    replicate_in_process(config, spark)
-    if step == "protect":
-        assert_maintain_tags_again_before_it_expires(config, spark, database, tagged)
+    for run, step in enumerate(STEPS, start=1):
+        config.write_text(base + maintaining_only(step))
+        before = set(snapshots(spark, name))  # type: ignore[arg-type]
+        point = f"maintain_after_{step}"
+        killed = run_binlake("maintain", config, "--tables", f"{database}.keyed", crash_point=point)
+        assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
+        spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+        if step == "prune":  # the compaction's equality deletes gone from the current snapshot
+            assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
+        if step == "protect":  # the cut tags committed, the expiry not started
+            tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")
+            assert set(snapshots(spark, name)) == before, "no snapshot expired yet"  # type: ignore[arg-type]
+        write_changes(source, database, 100 * run)
+        replicate_in_process(config, spark)
+        if step == "protect":
+            assert_maintain_tags_again_before_it_expires(config, spark, database, tagged)
+        assert_history_is_exactly_once(config, spark)
     assert len(assert_verify_passes(config, spark)) == 2
-    assert_history_is_exactly_once(config, spark)
 
 
 def assert_maintain_tags_again_before_it_expires(
