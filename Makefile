@@ -114,10 +114,8 @@ $(VENV_PY):
 	@test -n "$(PYTHON)" || { echo "venv: no python 3.11 found (tried python3, python3.11)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: pip would byte-compile every module of every package (pyspark's thousands)
-# up front, half of the install's time; Python compiles the few a run imports on first use.
 $(DEV_STAMP): pyproject.toml dev/pyproject.toml | $(VENV_PY)
-	$(VENV_PY) -m pip install -q --no-compile -e '.[dev]' -e ./dev
+	$(VENV_PY) -m pip install -q -e '.[dev]' -e ./dev
 	@touch $@
 
 venv: $(DEV_STAMP)
