@@ -123,14 +123,21 @@ venv: $(DEV_STAMP)
 spark-deps: deps venv
 	@$(VENV_PY) -m binlake.lake.runtime
 
+# Our own modules byte-compiled before a run: pip never compiles an editable install, and with
+# PYTHONDONTWRITEBYTECODE set (as on these machines) each of the suite's binlake processes and
+# Spark's Python workers compiled them again (0.6 s of CPU a process). Changed files only.
+COMPILE_OURS = $(VENV_PY) -m compileall -q src dev/binlake_dev >/dev/null
+
 test: deps venv spark-deps
 	@$(VENV_PY) -m binlake_dev.jvm_archive
+	@$(COMPILE_OURS)
 	@rc=0; $(VENV)/bin/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 \
 	  $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
 	exit $$rc
 
 soak: deps venv spark-deps
+	@$(COMPILE_OURS)
 	SOAK_MINUTES=$(MINUTES) $(if $(SEED),SOAK_SEED=$(SEED)) \
 	  $(VENV)/bin/pytest -m slow -s tests/crash/test_applier_soak.py $(PYTEST_ARGS)
 
