@@ -168,11 +168,12 @@ class Replicator:
                 if state.finished and state.error is not None and state.durable is None:
                     raise state.error
                 if self._stop.is_set():
-                    break
+                    starting.give_up()
+                    return None
         except BaseException:
             starting.give_up()
             raise
-        return starting.result_or_give_up()
+        return starting.result()
 
     def _metrics_server(self) -> _Serving:
         return _Serving(self.metrics, self.config.applier.metrics_port, self.console)
@@ -221,15 +222,11 @@ class _SessionStart:
         self._given_up = False
         threading.Thread(target=self._run, name="spark-start", daemon=True).start()
 
-    def result_or_give_up(self) -> SparkSession | None:
-        """The warmed session when the start is done (its error raised); else None, and the
-        start is given up."""
-        with self._lock:
-            if not self.done.is_set():
-                self._given_up = True
-                return None
+    def result(self) -> SparkSession:
+        """The warmed session, once ``done`` (the start's error raised)."""
         if self._error is not None:
             raise self._error
+        assert self._session is not None
         return self._session
 
     def give_up(self) -> None:

@@ -1,7 +1,8 @@
 """Table lineages through Spark, for catalogs binlake cannot read as files (REST, Hive, Glue...).
 
-The same ``LakeTable`` as ``binlake.lake.iceberg_meta`` gives for the embedded catalog, built
-from the ``snapshots`` and ``refs`` metadata tables (``binlake.lake.commit``).
+The same ``LakeTable`` as ``binlake.lake.iceberg_meta`` gives for the embedded catalog, parsed
+the same way (``lineage_of``) from the table metadata the session's catalog loads
+(``binlake.lake.commit.table_metadata``).
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 from binlake.errors import BinlakeError
-from binlake.lake.commit import current_lineage, lineage_cut
-from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
+from binlake.lake.commit import table_metadata
+from binlake.lake.iceberg_meta import LakeTable, lineage_of
 from binlake.lake.spark_errors import spark_errors
 from binlake.lake.sql import quote
 from binlake.lake.table_actions import split_name, table_exists_now
@@ -23,20 +24,11 @@ _REPLACED_READS = 3
 def spark_table_lineage(
     spark: SparkSession, target: LakeTarget, identifier: tuple[str, ...]
 ) -> LakeTable:
-    """The table's current lineage, newest first."""
+    """The table's current lineage, newest first: its metadata as the catalog gives it
+    (``commit.table_metadata``, no Spark job), read as the embedded catalog's files are."""
     name = ".".join(quote(p) for p in (target.catalog, *identifier))
-    lineage = current_lineage(spark, name)
-    cut = lineage_cut(lineage)
-    converted = tuple(
-        LakeSnapshot(
-            snapshot_id=s.snapshot_id,
-            parent_id=s.parent_id,
-            timestamp_ms=int(s.committed_at.timestamp() * 1000),
-            summary=dict(s.summary),
-        )
-        for s in lineage
-    )
-    return LakeTable(identifier, converted, cut)
+    lineage, cut = lineage_of(table_metadata(spark, name))
+    return LakeTable(identifier, lineage, cut)
 
 
 def spark_lake_tables(spark: SparkSession, target: LakeTarget) -> list[LakeTable]:
