@@ -13,6 +13,7 @@ from binlake.lake.commit import refs, snapshots
 from binlake.lake.cuts_table import CUT_TAG_PREFIX, CutsTable
 from binlake.lake.target import lake_target
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_targets import TargetSetup, embedded_target
 from replicate_testing import config_for, replicate_in_process
 
 #: Every threshold trips on a tiny table; orphans a day old go (Iceberg's floor).
@@ -77,14 +78,22 @@ def maintaining_only(step: str) -> str:
 
 
 def replicated_workload(
-    source: MariaDBSandbox, spark: object, folder: Path, database: str, maintenance: str = ""
+    source: MariaDBSandbox,
+    spark: object,
+    folder: Path,
+    database: str,
+    maintenance: str = "",
+    target: TargetSetup | None = None,
 ) -> Path:
     """``create_tables`` and ``write_changes`` in ``database``, replicated in this process two
-    transactions a batch (each table gets several binlake commits); its config (with the
-    ``maintenance`` section)."""
+    transactions a batch (each table gets several binlake commits) into ``target``'s catalog
+    (the embedded one by default; a cluster target's catalog through the session's Spark); its
+    config (with the ``maintenance`` section)."""
     create_tables(source, database)
     write_changes(source, database, 0)
-    config = config_for(folder, source, spark, database, applier="max_transactions = 2\n")
+    applier = "max_transactions = 2\n"
+    into = target or embedded_target()
+    config = config_for(folder, source, spark, database, applier=applier, target=into)
     with_maintenance(config, maintenance)
     replicate_in_process(config, spark)
     return config

@@ -4,7 +4,9 @@ A data engineer's usual job on a replicated table, `rewrite_data_files` then
 `expire_snapshots(retain_last => 1)`, cuts the table's lineage above every binlake snapshot;
 binlake's `binlake-applied` tag keeps its newest snapshot (docs/recovery.md, "Snapshot expiry"),
 so replication goes on from the exact position: nothing lost, nothing doubled, no re-snapshot.
-One MariaDB for the module, the session's Spark, replicate in this process.
+One MariaDB for the module, the session's Spark, replicate in this process; the scheduled
+maintenance also on the test cluster with the JDBC catalog (`binlake replicate` as its own
+process there).
 """
 
 from __future__ import annotations
@@ -14,12 +16,22 @@ import os
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlparse
 
+import pytest
+
+from binlake.binlog.names import TableName
 from binlake.cli.maintain_cmd import render_report
 from binlake.config import load_config
 from binlake.console import Console
 from binlake.lake.applied_tag import load_table
-from binlake.lake.commit import current_lineage, lineage_cut, refs, snapshots
+from binlake.lake.commit import (
+    current_lineage,
+    lineage_cut,
+    refs,
+    snapshots,
+    table_metadata,
+)
 from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
 from binlake.lake.sql import TABLE_PROPERTIES
 from binlake.lake.table_maintenance import (
@@ -30,9 +42,11 @@ from binlake.lake.table_maintenance import (
     rewrite_action,
     table_health,
 )
+from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_targets import TargetSetup
 from maintain_testing import (
     MAINTAIN_EVERYTHING,
     cut_snapshots,
@@ -45,6 +59,7 @@ from replicate_testing import (
     lake_warehouse,
     module_source,
     replicate_in_process,
+    replicate_until_caught_up,
 )
 
 source = module_source("lake-maintenance-source")
@@ -94,9 +109,11 @@ def test_replication_goes_on_exactly_once_after_a_user_compacts_and_expires_ever
     assert all(count >= 2 for count in history.values()), history
 
 
-def plant_orphan(warehouse: Path, database: str, table: str, age_s: float) -> Path:
-    """A copy of one of the table's data files under a name no snapshot references."""
-    data = warehouse / database / table / "data"
+def plant_orphan(spark: object, table: str, age_s: float) -> Path:
+    """A copy of one of the table's (``catalog.db.t``) data files under a name no snapshot
+    references, in its data folder (where the catalog put the table)."""
+    location = table_metadata(spark, table)["location"]  # type: ignore[arg-type]
+    data = Path(urlparse(location).path) / "data"
     original = next(data.rglob("*.parquet"))
     orphan = original.with_name(f"orphan-{uuid.uuid4().hex}.parquet")
     orphan.write_bytes(original.read_bytes())
@@ -110,9 +127,8 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
 ) -> None:
     database = f"lm_{uuid.uuid4().hex[:8]}"
     config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
-    warehouse = lake_warehouse(spark)
-    old = plant_orphan(warehouse, database, "keyed", age_s=2 * 86_400)
-    young = plant_orphan(warehouse, database, "keyed", age_s=0)
+    old = plant_orphan(spark, f"lake.{database}.keyed", age_s=2 * 86_400)
+    young = plant_orphan(spark, f"lake.{database}.keyed", age_s=0)
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))  # type: ignore[arg-type]
     tables = maintainer.tables()
     assert [str(t) for t in tables] == [f"{database}.keyed", f"{database}.keyless"]
@@ -150,20 +166,27 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     assert_history_is_exactly_once(config, spark)
 
 
+@pytest.mark.parametrize("target", ["embedded", "cluster-jdbc"], indirect=True)
 def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_once(
-    source: MariaDBSandbox, spark: object, tmp_path: Path
+    source: MariaDBSandbox, spark: object, tmp_path: Path, target: TargetSetup
 ) -> None:
-    database = f"lm_{uuid.uuid4().hex[:8]}"
-    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    """On the cluster the round's compaction, expiry and orphan listing are Spark jobs on its
+    executor, and every commit goes through the JDBC catalog (the workload before it is
+    replicated into that catalog by the tests' own session)."""
+    database = f"lm_{uuid.uuid4().hex[:8]}{target.suffix}"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING, target)
     scheduled = "[maintenance]\nschedule_s = 3600\n"  # one round: at the start
     config.write_text(config.read_text().replace("[maintenance]\n", scheduled))
-    old = plant_orphan(lake_warehouse(spark), database, "keyed", age_s=2 * 86_400)
+    keyed = lake_target(load_config(config)).lake_table(TableName(database, "keyed"))
+    old = plant_orphan(spark, keyed, age_s=2 * 86_400)
     write_changes(source, database, 100)
-    run = replicate_in_process(config, spark)
-    for step in ("compact", "manifests", "expire", "orphans"):  # orphans_every_s: first round
+    run = replicate_until_caught_up(config, spark, target)
+    for step in ("compact", "prune", "manifests", "expire", "orphans"):  # orphans: first round
         assert f"keyed: {step} in " in run.output, run.output
     assert not old.exists()
-    assert len(assert_verify_passes(config, spark)) == 2
+    assert len(assert_verify_passes(config, spark)) == 2  # (the session's metadata refreshed)
+    operations = [s.operation for s in current_lineage(spark, keyed)]  # type: ignore[arg-type]
+    assert "replace" in operations, f"no compaction commit in {operations}"
     assert_history_is_exactly_once(config, spark)
 
 

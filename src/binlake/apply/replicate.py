@@ -223,10 +223,16 @@ class _SessionStart:
         threading.Thread(target=self._run, name="spark-start", daemon=True).start()
 
     def result(self) -> SparkSession:
-        """The warmed session, once ``done`` (the start's error raised)."""
+        """The warmed session, once ``done`` (the start's error raised), made the active one of
+        the calling thread (on its JVM side), as if that thread had built it: JVM code that
+        reads the active session finds it there (a compaction's worker threads inherit it,
+        ``lake.table_maintenance.active_session``)."""
         if self._error is not None:
             raise self._error
         assert self._session is not None
+        jvm = self._session.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self._session._jsparkSession)
         return self._session
 
     def give_up(self) -> None:
