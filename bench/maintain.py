@@ -34,8 +34,9 @@ runs; the other thresholds are the defaults); without: ``schedule_s = 0``. Per r
 
 * every ``--sample-s`` s (back to back when a sample takes longer), on a Spark session of its own
   (``newSession``): the live table's data and delete files, and per query the warm time (one
-  run, then the median of 3) on the live table / the same on the fresh copy, one after the
-  other;
+  run, then the median of 3; a first run over ``SLOW_QUERY_S`` is the time) on the live table /
+  the same on the fresh copy, one after the other; a live read is cancelled after
+  ``--read-timeout-s`` (its ratio then a lower bound, printed ``>=``) or when the run ends;
 * the lag of each source transaction: from its commit to the first lake commit holding it (the
   table's binlake snapshots, read every ``WATCH_S`` s: expiry drops old ones from its metadata);
   p50, p95, max;
@@ -132,6 +133,65 @@ def warm_time(spark: SparkSession, query: str) -> float:
         spark.sql(query).collect()
         times.append(time.monotonic() - started)
     return sorted(times)[len(times) // 2]
+
+
+#: A live read still running after this long is cancelled (its Spark jobs killed) and counted
+#: as at least this long: the unmaintained table's reads grow with its commits (their first
+#: 4 minutes took a count(*) from 0.9 to 11.6 s at 100,000 rows), and a read of many minutes
+#: left running past a run's end held the run until it finished.
+READ_TIMEOUT_S = 60.0
+
+
+def bounded_run(
+    spark: SparkSession, query: str, stop: threading.Event, timeout_s: float
+) -> float | None:
+    """Seconds of one run of ``query``, or None when it was cancelled: after ``timeout_s``
+    (``--read-timeout-s``, default ``READ_TIMEOUT_S``), or at once when ``stop`` is set (the
+    run is over)."""
+    context = spark.sparkContext
+    group = f"bench-read-{threading.get_ident()}-{time.monotonic_ns()}"
+    context.setJobGroup(group, "bench/maintain.py live read", interruptOnCancel=True)
+    done = threading.Event()
+
+    def cancel_when_due() -> None:
+        # Again every half second once due: a job the read starts after a cancel (its plan
+        # was still being made on the driver) is not cancelled by it.
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(0.5):
+            if stop.is_set() or time.monotonic() > deadline:
+                context.cancelJobGroup(group)
+
+    watcher = threading.Thread(target=cancel_when_due, name="bench-read-timeout", daemon=True)
+    started = time.monotonic()
+    watcher.start()
+    try:
+        spark.sql(query).collect()
+    except Exception:
+        if stop.is_set() or time.monotonic() - started >= timeout_s:
+            return None
+        raise
+    finally:
+        done.set()
+        watcher.join()
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    return time.monotonic() - started
+
+
+def bounded_warm_time(
+    spark: SparkSession, query: str, stop: threading.Event, timeout_s: float
+) -> float | None:
+    """``warm_time`` with each run bounded (``bounded_run``); a first run over
+    ``SLOW_QUERY_S`` is the time. None: cancelled."""
+    first = bounded_run(spark, query, stop, timeout_s)
+    if first is None or first > SLOW_QUERY_S:
+        return first
+    times = []
+    for _ in range(3):
+        took = bounded_run(spark, query, stop, timeout_s)
+        if took is None:
+            return None
+        times.append(took)
+    return sorted(times)[1]
 
 
 def measure(spark: SparkSession, table: str, rows: int, label: str) -> dict[str, float]:
@@ -271,6 +331,8 @@ class Sampler:
     name: str
     fresh: str
     rows: int
+    stop: threading.Event
+    timeout_s: float
     ratios: dict[str, list[float]] = field(default_factory=dict)
 
     def sample(self, at: float) -> None:
@@ -281,10 +343,17 @@ class Sampler:
         fresh = queries(self.fresh, self.rows)
         parts = []
         for query, text in queries(live, self.rows).items():
-            live_s, fresh_s = warm_time(self.spark, text), warm_time(self.spark, fresh[query])
-            ratio = live_s / max(fresh_s, 1e-9)
+            live_s = bounded_warm_time(self.spark, text, self.stop, self.timeout_s)
+            if live_s is None and self.stop.is_set():
+                say(f"  {at:6.0f} s, {files}: the run ended during the {query} read")
+                return
+            fresh_s = warm_time(self.spark, fresh[query])
+            # A cancelled read counts as timeout_s long: its ratio is a lower bound (>=).
+            ratio = (live_s or self.timeout_s) / max(fresh_s, 1e-9)
             self.ratios.setdefault(query, []).append(ratio)
-            parts.append(f"{query} {live_s:.3f} / {fresh_s:.3f} s = {ratio:.2f}x")
+            took = f"{live_s:.3f}" if live_s is not None else f">= {self.timeout_s:g}"
+            bound = "" if live_s is not None else ">= "
+            parts.append(f"{query} {took} / {fresh_s:.3f} s = {bound}{ratio:.2f}x")
         say(f"  {at:6.0f} s, {files}; live / fresh: " + ", ".join(parts))
 
     def files(self) -> str:
@@ -395,9 +464,10 @@ def live_run(
     replicate(config, live.spark)  # past the other table's binlog: the run starts caught up
     paced = Paced(live.source.sandbox, name, rows, churn=True)
     watch = LakeWatch(live.warehouse, name)
-    sampler = Sampler(live.spark.newSession(), live.warehouse, name, fresh, rows)
-    rounds = Rounds(time.monotonic())
     stop = threading.Event()
+    session = live.spark.newSession()
+    sampler = Sampler(session, live.warehouse, name, fresh, rows, stop, args.read_timeout_s)
+    rounds = Rounds(time.monotonic())
     threads = [every(args.sample_s, stop, sampler.sample), every(WATCH_S, stop, watch.poll)]
 
     def workload() -> None:
@@ -425,6 +495,8 @@ def live_size(live: Run, rows: int) -> None:
     results = {}
     for name, config in preload_live(live, rows, fresh).items():
         maintained = name.startswith("on")
+        if ("on" if maintained else "off") not in args.runs:
+            continue
         how = f"maintenance every {args.schedule_s:g} s" if maintained else "no maintenance"
         say(
             f"live bench.{name}: {args.rate:,.0f} rows/s ({args.live_updates} random-key updates, "
@@ -436,6 +508,8 @@ def live_size(live: Run, rows: int) -> None:
         goal = " (goal: never above 2x)" if maintained else ""
         how = "with" if maintained else "without"
         say(f"live {rows:,} rows, {how} maintenance: highest live / fresh {ratios}{goal}")
+    if len(results) < 2:  # --runs: one of the two
+        return
     on, off = (p95(results[m][0]) if results[m][0] else float("nan") for m in (True, False))
     say(
         f"live {rows:,} rows: lag p95 with maintenance {on:.2f} s, without {off:.2f} s (the "
@@ -456,12 +530,19 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--schedule-s", type=float, default=120.0, help="[maintenance]")
     parser.add_argument("--snapshot-max-age-s", type=float, default=60.0, help="[maintenance]")
     parser.add_argument("--max-seconds", type=float, default=1.0, help="[applier] of live runs")
+    parser.add_argument(
+        "--read-timeout-s", type=float, default=READ_TIMEOUT_S, help="a live read's bound"
+    )
+    parser.add_argument("--runs", default="on,off", help="live runs: maintenance on, off")
     args = parser.parse_args()
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     args.sizes = sorted(int(s) for s in args.rows.split(",") if s.strip())
+    args.runs = [r.strip() for r in args.runs.split(",") if r.strip()]
+    if not args.runs or set(args.runs) - {"on", "off"}:
+        parser.error(f"--runs: 'on', 'off' or both, not {args.runs}")
     return args
 
 
