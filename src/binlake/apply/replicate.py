@@ -224,9 +224,12 @@ class _SessionStart:
 
     def result(self) -> SparkSession:
         """The warmed session, once ``done`` (the start's error raised), made the active one of
-        the calling thread (on its JVM side), as if that thread had built it: JVM code that
-        reads the active session finds it there (a compaction's worker threads inherit it,
-        ``lake.table_maintenance.active_session``)."""
+        the calling thread (on its JVM side), as if that thread had built it. JVM code reads
+        the active session: a compaction (Iceberg's rewrite) defines the catalog of its file
+        groups, ``default_cache_iceberg``, in it, and its worker threads (which inherit the
+        caller's) look that catalog up in it; with none active, a fresh replicate's first
+        scheduled compaction failed ("Catalog 'default_cache_iceberg' plugin class not
+        found")."""
         if self._error is not None:
             raise self._error
         assert self._session is not None

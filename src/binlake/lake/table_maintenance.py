@@ -28,8 +28,6 @@ error (``spark_errors``): another writer's commit first is ``CommitConflictError
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -234,9 +232,7 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
     under the procedure's names (files rewritten, added, delete files removed...)."""
     name = ".".join(quote(part) for part in (catalog, *identifier))
     with spark_errors(f"rewrite_data_files on {name}", ".".join(identifier)):
-        action = rewrite_action(spark, name)
-        with active_session(spark, action_session(spark, action)):
-            result = action.execute()
+        result = rewrite_action(spark, name).execute()
         return {
             "rewritten_data_files_count": int(result.rewrittenDataFilesCount()),
             "added_data_files_count": int(result.addedDataFilesCount()),
@@ -261,29 +257,6 @@ def rewrite_action(spark: SparkSession, name: str) -> Any:
     for key, value in COMPACT_OPTIONS.items():
         action = action.option(key, value)
     return action
-
-
-@contextmanager
-def active_session(spark: SparkSession, session: Any) -> Iterator[None]:
-    """``session`` (a JVM ``SparkSession``; None: the caller's) is the active one of the JVM
-    thread serving this Python thread meanwhile, and so of the threads it starts. A rewrite
-    reads and writes its file groups on worker threads of its own through the catalog
-    ``default_cache_iceberg``, which Iceberg defines in the active session and Spark looks up
-    in the active session's conf: with none active (a thread that did not build the session,
-    as `binlake replicate`'s applier) the first compaction of a process failed with "Catalog
-    'default_cache_iceberg' plugin class not found"."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    sessions = jvm.org.apache.spark.sql.SparkSession
-    before = sessions.getActiveSession()
-    sessions.setActiveSession(session if session is not None else spark._jsparkSession)
-    try:
-        yield
-    finally:
-        if before.isDefined():
-            sessions.setActiveSession(before.get())
-        else:
-            sessions.clearActiveSession()
 
 
 def action_session(spark: SparkSession, action: Any) -> Any:
