@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent
 from binlake.config import load_config
 from binlake.source.identity import SourceStateFile
 from binlake.source.progress import Progress
 from binlake.source.receiver import Receiver
+from binlake.storage.binlog_file import BinlogFileReader
+from binlake.storage.index import read_index
 from binlake.storage.lock import StateLock
 from binlake_dev.sandbox import MariaDBSandbox, free_port
 from receiver_testing import (
@@ -106,6 +109,47 @@ def test_every_relay_file_is_readable_by_mariadb_binlog(
     for path in sorted((state / "relay").glob("relay-bin.0*")):
         done = subprocess.run([mariadb_binlog, str(path)], capture_output=True, text=True)
         assert done.returncode == 0, f"{path.name}: {done.stderr}"
+
+
+def test_column_types_are_asked_once_per_table_shape_not_once_per_table_map(
+    sandbox_factory: SandboxFactory, tmp_path: Path
+) -> None:
+    """A TABLE_MAP whose columns may be UUID/INET gets the source's column types written after
+    it; the source is asked once per table shape (until a DDL), not once per TABLE_MAP (each
+    has its own CRC32: keyed on the whole event, every one was asked, and remembered)."""
+    sandbox = started(sandbox_factory)
+    sandbox.execute("CREATE DATABASE rx")
+    sandbox.execute("CREATE TABLE rx.u (id INT PRIMARY KEY, u UUID, b BINARY(16))")
+    transactions = 40
+    for i in range(transactions):
+        sandbox.execute("INSERT INTO rx.u VALUES (%s, UUID(), NULL)", (i,))
+    selects_before = _com_select(sandbox)
+    state = tmp_path / "state"
+    run = run_receive(write_config(tmp_path / "c.toml", sandbox.port, state), "--until-caught-up")
+    assert run.returncode == 0, describe(run)
+    asked = _com_select(sandbox) - selects_before
+    assert asked < 5, f"the receiver ran {asked} SELECTs for {transactions} TABLE_MAPs"
+    hints = _column_hints(state)
+    assert len(hints) == transactions  # still one after every TABLE_MAP
+    assert {h.hints["u"] for h in hints} == {"uuid"} and all("b" not in h.hints for h in hints)
+
+
+def _com_select(sandbox: MariaDBSandbox) -> int:
+    rows = sandbox.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")  # itself not a SELECT
+    return int(rows[0][1])
+
+
+def _column_hints(state: Path) -> list[ColumnHints]:
+    out = []
+    for path in read_index(state / "relay" / "relay-bin.index"):
+        with path.open("rb") as f, BinlogFileReader(f, path.name) as reader:
+            for group in reader.groups():
+                for event in group.events:
+                    payload = event.payload
+                    if isinstance(payload, SourceFactsEvent):
+                        assert isinstance(payload.fact, ColumnHints)
+                        out.append(payload.fact)
+    return out
 
 
 @pytest.mark.parametrize("mode", ["gtid", "file"])

@@ -218,6 +218,8 @@ class KeyedChanges:
                 self._spill_run()
 
     def _require_whole(self, row: Row, what: str) -> None:
+        if ABSENT not in row:  # the usual case, in C (see ``_key``)
+            return
         missing = [self.names[i] for i, value in enumerate(row) if value is ABSENT]
         if missing:
             raise RowImageError(

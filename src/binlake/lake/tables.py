@@ -320,8 +320,9 @@ class Lake:
                 hints=table.hints(table_map),
                 key_columns=key,
             )
-            self._evolve(table, changes)
-        self._reread(table)
+            evolved = self._evolve(table, changes)
+        if before is None or evolved:
+            self._reread(table)  # else the table is as ``_load`` read it
         had_ddl = bool(table.pending_ddl)
         if before is not None:
             self._pending_backfills(table, before)
@@ -332,12 +333,14 @@ class Lake:
         assert table.schema is not None
         return table.schema
 
-    def _evolve(self, table: LakeTable, changes: list[SchemaChange]) -> None:
+    def _evolve(self, table: LakeTable, changes: list[SchemaChange]) -> bool:
+        """Run ``changes``' statements; whether there was any."""
         statements = [s for change in changes for s in change.statements(table.name)]
         for i, statement in enumerate(statements):
             if i:
                 crash_point("apply_during_ddl")
             self._sql(statement, str(table.source))
+        return bool(statements)
 
     def _reread(self, table: LakeTable) -> None:
         table.schema = read_lake_schema(self.spark, table.name, table.source)

@@ -56,12 +56,13 @@ _TABLE_ID_BYTES = 8
 class FactRecorder:
     def __init__(self, queries: SourceQueries) -> None:
         self.queries = queries
-        #: A TABLE_MAP's body after its table id -> its hints (None: no candidate column).
+        #: A TABLE_MAP's body after its table id, without the event's CRC32 (which differs for
+        #: every event) -> its hints (None: no candidate column).
         self._hints: dict[bytes, ColumnHints | None] = {}
 
     def after_table_map(self, raw: bytes, ctx: FormatContext) -> bytes | None:
         """The facts event to write right after the TABLE_MAP ``raw`` (None: none needed)."""
-        key = raw[HEADER_LEN + _TABLE_ID_BYTES :]
+        key = raw[HEADER_LEN + _TABLE_ID_BYTES : len(raw) - ctx.checksum_len]  # not its CRC
         if key not in self._hints:
             payload = decode_event(raw, ctx, crc_checked=True).payload
             assert isinstance(payload, TableMap)
