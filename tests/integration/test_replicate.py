@@ -177,6 +177,35 @@ def test_a_second_run_continues_purges_the_relay_log_and_never_repeats_a_batch(
     assert schema.key == ("a", "b")  # merged on the configured key, not a change log
 
 
+def test_a_transaction_larger_than_max_bytes_is_applied_from_images_read_back_exactly(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """Its row images are left in the relay log and read again as each table's rows are
+    applied: inserts, updates of rows inserted in it, a key change, a delete then re-insert,
+    a table without a key, all exact."""
+    database = "rep_big"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.a (id INT PRIMARY KEY, v VARCHAR(200), n INT)")
+    source.execute(f"CREATE TABLE {database}.log (at INT, what VARCHAR(20))")  # no key
+    source.execute(f"INSERT INTO {database}.a VALUES (-1, 'before', 0), (-2, 'before', 0)")
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        cursor.execute("INSERT INTO a SELECT seq, REPEAT('x', 150), 0 FROM seq_0_to_2999")
+        cursor.execute("UPDATE a SET n = n + 1, v = 'updated' WHERE id % 3 = 0")
+        cursor.execute("UPDATE a SET id = id + 100000 WHERE id % 7 = 0")
+        cursor.execute("DELETE FROM a WHERE id % 5 = 0 OR id = -1")
+        cursor.execute("INSERT INTO a VALUES (5, 'again', 2), (-1, 'again', 2)")
+        cursor.execute("INSERT INTO log SELECT seq, 'bulk' FROM seq_0_to_999")
+        conn.commit()
+    source.execute(f"UPDATE {database}.a SET n = 9 WHERE id = 1")  # a small one after it
+    config = config_for(tmp_path, source, spark, database, applier="max_bytes = 65536\n")
+    run = replicate_in_process(config, spark)
+    assert "more than [applier] max_bytes: its row images are read from the relay log" in (
+        run.output
+    ), run.output
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+
+
 def test_tables_the_filters_do_not_select_have_no_say_in_where_a_new_state_folder_starts(
     tmp_path: Path, source: MariaDBSandbox, spark: object
 ) -> None:

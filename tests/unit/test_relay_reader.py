@@ -7,14 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.constants import EventFlag
-from binlake.binlog.events import RotateEvent
+from binlake.binlog.events import MariaGtidEvent, RotateEvent, XidEvent
+from binlake.binlog.rows import RowsEvent, make_rows_event
 from binlake.binlog.transactions import GroupKind
 from binlake.errors import LogCorruptionError
 from binlake.position import RelayPosition
-from binlake.relay.reader import RelayReader
+from binlake.relay.reader import RelayGroup, RelayReader, RelayRowsReader
 from binlake.relay.writer import RelayLogWriter
 from binlog_builder import LogBuilder
+from binlog_fixtures import UTF8MB4, table_map
 from relay_testing import split_events
 
 
@@ -26,6 +29,31 @@ def source_events(transactions: int) -> tuple[list[bytes], list[int]]:
     log.header()
     ends = [log.transaction(statements=2)[1] for _ in range(transactions)]
     return split_events(log), ends
+
+
+TM = table_map((T.LONG, T.VARCHAR), (0, 200), charsets=(None, UTF8MB4))
+
+
+def rows_events(events_per_transaction: list[int], rows_per_event: int = 20) -> list[bytes]:
+    """A dump of transactions of a TABLE_MAP and the given number of write-rows events each."""
+    log = LogBuilder()
+    log.add(RotateEvent(4, "mariadb-bin.000001"), flags=EventFlag.ARTIFICIAL)
+    log.header()
+    key = 0
+    for count in events_per_transaction:
+        log.seq_no += 1
+        log.add(MariaGtidEvent(log.seq_no, 0, 0, None, None, b""))
+        log.add(TM)
+        for _ in range(count):
+            rows = [(None, (key + i, "x" * (key % 150))) for i in range(rows_per_event)]
+            key += rows_per_event
+            log.add(make_rows_event("write", TM, rows))
+        log.add(XidEvent(log.seq_no))
+    return split_events(log)
+
+
+def rows_of(group: RelayGroup) -> list[tuple[int, RowsEvent]]:
+    return [(e.offset, e.payload) for e in group.group.events if isinstance(e.payload, RowsEvent)]
 
 
 def write(folder: Path, events: list[bytes], max_file_size: int = 1 << 20) -> RelayLogWriter:
@@ -124,3 +152,46 @@ def test_a_relay_file_shorter_than_its_durable_end_is_corruption(tmp_path: Path)
     limit = RelayPosition(writer.files[0], size + 100)
     with pytest.raises(LogCorruptionError, match="shorter"):
         list(RelayReader(tmp_path, writer.files[0]).read(limit))
+
+
+def test_a_group_past_hold_bytes_leaves_its_images_in_the_file_and_they_read_back_whole(
+    tmp_path: Path,
+) -> None:
+    writer = write(tmp_path, rows_events([2, 40, 1]), max_file_size=1 << 30)
+    limit = writer.position
+    held = [g for g in RelayReader(tmp_path, writer.files[0]).read(limit) if rows_of(g)]
+    reader = RelayReader(tmp_path, writer.files[0], chunk=4096, hold_bytes=20_000)
+    small, big, last = [g for g in reader.read(limit) if rows_of(g)]
+    assert small.aside_context is None and last.aside_context is None
+    assert all(event.rows for _, event in rows_of(small) + rows_of(last))
+    assert big.aside_context is not None
+    assert sum(len(e.rows) for _, e in rows_of(held[1])) > 20_000  # the whole group's images
+    assert all(event.rows == b"" for _, event in rows_of(big))  # none kept, the first ones too
+    aside = RelayRowsReader(tmp_path)
+    try:
+        again = [aside.rows(big, offset, event) for offset, event in rows_of(big)]
+    finally:
+        aside.close()
+    assert again == [event for _, event in rows_of(held[1])]
+    assert (big.relay_end, big.position, big.size) == (held[1].relay_end, held[1].position,
+                                                      held[1].size)  # fmt: skip
+
+
+def test_a_damaged_byte_in_a_set_aside_event_is_corruption_when_it_is_read_back(
+    tmp_path: Path,
+) -> None:
+    writer = write(tmp_path, rows_events([10]), max_file_size=1 << 30)
+    writer.close()
+    reader = RelayReader(tmp_path, writer.files[0], hold_bytes=100)
+    (group,) = [g for g in reader.read(writer.position) if rows_of(g)]
+    offset, event = rows_of(group)[3]
+    path = tmp_path / writer.files[0]
+    data = bytearray(path.read_bytes())
+    data[offset + 40] ^= 0xFF  # inside the event's images, after it was read
+    path.write_bytes(bytes(data))
+    aside = RelayRowsReader(tmp_path)
+    with pytest.raises(LogCorruptionError) as caught:
+        aside.rows(group, offset, event)
+    aside.close()
+    assert (caught.value.file, caught.value.offset) == (writer.files[0], offset)
+    assert "CRC32" in caught.value.message and "binlake binlog recover" in caught.value.hint

@@ -38,6 +38,28 @@ def test_mariadb_gtid_opens_a_transaction_closed_by_xid() -> None:
     assert grouper.boundary == end
 
 
+def test_ends_only_groups_keep_a_groups_first_and_last_event_and_the_same_bounds() -> None:
+    log = LogBuilder().header()
+    log.transaction(statements=30, xid=5)
+    log.ddl()
+    log.transaction(statements=1)
+    log.seq_no += 1
+    log.add(MariaGtidEvent(log.seq_no, 0, 0, None, None, b""))
+    for n in range(5):
+        log.add(query(f"INSERT INTO t VALUES ({n}, {n})"))
+    whole, whole_grouper = groups_of(log.bytes())
+    ends_grouper = TransactionGrouper(ends_only=True)
+    ends = list(iter_groups(EventStream(log.bytes()), ends_grouper))
+    assert [(g.kind, g.gtid, g.start_offset, g.end_offset, g.xid) for g in ends] == [
+        (g.kind, g.gtid, g.start_offset, g.end_offset, g.xid) for g in whole
+    ]
+    assert max(len(g.events) for g in whole) > 30
+    assert [g.events for g in ends] == [g.events[:1] + g.events[1:][-1:] for g in whole]
+    assert ends_grouper.in_group and len(ends_grouper.open_events) == 2  # the open tail's ends
+    assert ends_grouper.open_events == [whole_grouper.open_events[0], whole_grouper.open_events[-1]]
+    assert ends_grouper.boundary == whole_grouper.boundary
+
+
 def test_control_events_outside_transactions_are_their_own_groups() -> None:
     groups, _ = groups_of(LogBuilder().header().bytes())
     assert [g.kind for g in groups] == [GroupKind.CONTROL, GroupKind.CONTROL]

@@ -227,11 +227,14 @@ class Applier:
             on_drop=self.config.tables.on_drop,
             holds=accounting.holds,
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
+            relay_dir=self.config.state.relay_dir,
         )
         batches.copy_holds.add(self._snapshots.held())
         if self._session is not None:
             self._session.batches.close()
-        reader = RelayReader(self.config.state.relay_dir, start)
+        reader = RelayReader(
+            self.config.state.relay_dir, start, hold_bytes=self.config.applier.max_bytes
+        )
         self._session = _Session(accounting, batches, reader, warehouse_sync)
         self.cuts.reset()
         self.console.message(
@@ -368,6 +371,13 @@ class Applier:
         if isinstance(unit, BinlakeError):
             raise unit
         accounting.on_read(group.relay_file, is_transaction=unit.is_transaction)
+        if group.aside_context is not None:
+            self.console.message(
+                "apply",
+                f"transaction {group.group.gtid or group.relay} holds "
+                f"{group.size / (1 << 20):,.1f} MiB, more than [applier] max_bytes: its row "
+                "images are read from the relay log as they are applied, not held in memory",
+            )
         self._apply_all(self._builder.add(unit, time.monotonic()))
         if self._builder.due(time.monotonic()):
             self._apply_all(self._builder.flush())

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from binlake.apply.accounting import DdlHolds
 from binlake.apply.commit_queue import CommitQueue, commit_worker
@@ -63,6 +64,7 @@ from binlake.lake.table_actions import (
 from binlake.lake.tables import Lake, LakeTable
 from binlake.lake.write_path import Write
 from binlake.position import SourcePosition, is_new_for
+from binlake.relay.reader import RelayGroup, RelayRowsReader
 from binlake.typemap import ZeroDateCounts, row_converter
 
 Changes = KeyedChanges | ChangeLog
@@ -104,6 +106,7 @@ class BatchApplier:
         on_drop: OnDrop,
         holds: DdlHolds,
         zero_dates: ZeroDateCounts,
+        relay_dir: Path,
     ) -> None:
         self.lake = lake
         self.selected = selected
@@ -115,10 +118,13 @@ class BatchApplier:
         #: Tables being copied: their changes wait (``apply.holds``).
         self.copy_holds = CopyHolds()
         self._commit_worker = commit_worker()
+        #: Reads the images of big groups' rows events from the relay log (``relay.reader``).
+        self.aside = RelayRowsReader(relay_dir)
 
     def close(self) -> None:
         """End the commit worker's thread (no commit is in flight between batches)."""
         self._commit_worker.shutdown(wait=True)
+        self.aside.close()
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         if not batch.transactions:
@@ -186,7 +192,7 @@ class BatchApplier:
                         commits.wait()  # a schema change is a write: after the commit before
                     self.lake.prepare(table, rows.table_map, rows.recorded_hints)
                     changes = table.new_changes(rows.table_map)
-                self._feed(changes, table, rows, str(unit.position), unit.group.relay_file)
+                self._feed(changes, table, rows, str(unit.position), unit.group)
         if changes is None or not len(changes):
             return
         done = changes
@@ -199,14 +205,17 @@ class BatchApplier:
         commits.submit(commit)
 
     def _feed(
-        self, changes: Changes, table: LakeTable, rows: TableRows, position: str, file: str
+        self, changes: Changes, table: LakeTable, rows: TableRows, position: str, group: RelayGroup
     ) -> None:
         hints = table.hints(rows.table_map)
         convert = row_converter(rows.table_map, hints).convert
+        event = rows.event
+        if group.aside_context is not None:  # a big group: its images are in the relay file
+            event = self.aside.rows(group, rows.offset, event)
         try:
-            decoded = decode_rows(rows.event, rows.table_map, hints, offset=rows.offset)
+            decoded = decode_rows(event, rows.table_map, hints, offset=rows.offset)
         except BinlakeError as error:
-            raise error.with_location(file=file) from None
+            raise error.with_location(file=group.relay_file) from None
         kind = rows.event.kind
         for before, after in decoded:
             old = convert(before, self.zero_dates) if before is not None else None

@@ -10,7 +10,10 @@ A group is one of:
 
 ``TransactionGrouper`` is fed events one at a time; after the last one, ``open_events`` holds
 what an incomplete tail left (a crash mid-transaction). ``boundary`` is the end offset of the last
-complete group: where a valid prefix of the log may end.
+complete group: where a valid prefix of the log may end. ``ends_only``: a group's ``events`` are
+only its first and its last (``open_events`` likewise): for a caller that needs a group's
+boundaries and GTID but not its events (the relay log writer, which stores them verbatim), so
+that a transaction of any size is not held in memory.
 """
 
 from __future__ import annotations
@@ -118,8 +121,9 @@ def _state_after_gtid(payload: MariaGtidEvent | MysqlGtidEvent) -> _State:
 class TransactionGrouper:
     """A state machine turning a sequence of events into whole groups."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ends_only: bool = False) -> None:
         self.open_events: list[BinlogEvent] = []
+        self.ends_only = ends_only
         self._gtid: str | None = None
         self._state = _State.IDLE
         #: End offset of the last complete group, None before the first one.
@@ -131,7 +135,10 @@ class TransactionGrouper:
 
     def feed(self, event: BinlogEvent) -> EventGroup | None:
         """Add an event; return the group it completes, if any."""
-        self.open_events.append(event)
+        if self.ends_only and len(self.open_events) == 2:
+            self.open_events[1] = event
+        else:
+            self.open_events.append(event)
         payload = event.payload
         match self._state:
             case _State.IDLE:

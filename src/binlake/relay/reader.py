@@ -10,7 +10,11 @@ chunks, each parsed once: a group larger than a chunk is carried over to the nex
 events it has so far (a big transaction is not read again from its start with a larger chunk),
 and a file is resumed with the format context saved at the last boundary. A rows event's
 ``raw`` bytes are not kept (``b""``): its payload holds its images, which is all the applier
-reads, and a transaction of a million rows is held once, not twice.
+reads, and a transaction of a million rows is held once, not twice. A group whose images pass
+``hold_bytes`` keeps none of them: its rows events' payloads have empty ``rows`` and the group
+says so (``RelayGroup.aside_context``); ``RelayRowsReader`` reads each event again, whole and
+CRC32-checked, when it is applied. So a transaction of any size costs the applier memory per
+event, not per row.
 
 Everything before ``limit`` is complete: a file older than the limit's file ends at a group
 boundary (rotation happens only there), and the limit itself is a boundary. So a group cut by
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.errors import BinlogFormatError, TruncatedEventError
+from binlake.binlog.codec import BinlogEvent, decode_event
+from binlake.binlog.constants import HEADER_LEN
+from binlake.binlog.errors import BinlogFormatError, InvalidEventError, TruncatedEventError
 from binlake.binlog.format import FormatContext
+from binlake.binlog.header import decode_header
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
@@ -39,16 +45,21 @@ from binlake.storage.durable import raise_os_error
 from binlake.storage.index import LogIndex
 
 CHUNK = 16 * 1024 * 1024
+#: Bytes of row images a group may hold before they are left in the relay file.
+HOLD_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
 class _Parse:
     """Where the reader parses a file: the next event's offset, the format context in force,
-    and the group in progress (it may span chunks)."""
+    and the group in progress (it may span chunks): its row images' bytes held so far, or
+    (``aside``) that it holds none."""
 
     at: int
     ctx: FormatContext | None
     grouper: TransactionGrouper
+    held: int = 0
+    aside: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +76,10 @@ class RelayGroup:
     gtid_state: str
     #: Bytes the group occupies in the relay log.
     size: int
+    #: None: the rows events hold their images. Else the images were left in the relay file
+    #: (the group was larger than the reader's ``hold_bytes``): ``RelayRowsReader`` reads
+    #: them with this format context.
+    aside_context: FormatContext | None = None
 
     @property
     def relay(self) -> RelayPosition:
@@ -75,9 +90,16 @@ class RelayReader:
     """Reads the relay log in ``relay_dir`` forward from the start of ``start_file``."""
 
     def __init__(
-        self, relay_dir: Path, start_file: str, *, index_name: str = INDEX_NAME, chunk: int = CHUNK
+        self,
+        relay_dir: Path,
+        start_file: str,
+        *,
+        index_name: str = INDEX_NAME,
+        chunk: int = CHUNK,
+        hold_bytes: int = HOLD_BYTES,
     ) -> None:
         self.relay_dir = relay_dir
+        self.hold_bytes = hold_bytes
         self._index = LogIndex(relay_dir / index_name)
         self._file = start_file
         self._offset = 0
@@ -170,9 +192,12 @@ class RelayReader:
                     event = BinlogEvent(event.offset + base, event.header, event.payload, raw)
                 if isinstance(event.payload, FormatContext):
                     parse.ctx = event.payload
+                elif type(event.payload) is RowsEvent:
+                    event = self._hold(event, parse)
                 group = grouper.feed(event)
                 if group is not None:
-                    yield self._relay_group(group, parse.ctx)
+                    aside, parse.held, parse.aside = parse.aside, 0, False
+                    yield self._relay_group(group, parse.ctx, aside=aside)
         except TruncatedEventError as error:
             if whole:
                 raise self._damaged(error, base) from None
@@ -188,8 +213,22 @@ class RelayReader:
                 hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
             )
 
-    def _relay_group(self, group: EventGroup, ctx: FormatContext | None) -> RelayGroup:
-        """The reader moves past ``group``; returns it with its positions."""
+    def _hold(self, event: BinlogEvent, parse: _Parse) -> BinlogEvent:
+        """``event`` (a rows event) as the open group keeps it: with its images while the
+        group's stay within ``hold_bytes``; from then on, the group's events without them."""
+        if not parse.aside:
+            parse.held += len(event.payload.rows)  # type: ignore[union-attr]
+            if parse.held <= self.hold_bytes:
+                return event
+            parse.aside = True
+            parse.grouper.open_events[:] = [_aside(e) for e in parse.grouper.open_events]
+        return _aside(event)
+
+    def _relay_group(
+        self, group: EventGroup, ctx: FormatContext | None, *, aside: bool
+    ) -> RelayGroup:
+        """The reader moves past ``group``; returns it with its positions (``aside``: its
+        row images were left in the relay file)."""
         start = self._offset
         self._offset, self._ctx = group.end_offset, ctx
         if group.events[0].offset != OWN_FORMAT_DESCRIPTION_OFFSET:
@@ -202,6 +241,7 @@ class RelayReader:
             self._tracker.position,
             state.text() if state is not None else "",
             group.end_offset - start,
+            (ctx or FormatContext.default()) if aside else None,  # the stream's default
         )
 
     def _damaged(self, error: BinlogFormatError, base: int) -> LogCorruptionError:
@@ -228,3 +268,61 @@ def _pread(fd: int, size: int, offset: int, path: Path) -> bytes:
             hint="a relay file lost its tail under a running binlake; restart it",
         )
     return data
+
+
+def _aside(event: BinlogEvent) -> BinlogEvent:
+    """``event`` without its row images (a rows event's; any other event as it is)."""
+    payload = event.payload
+    if type(payload) is not RowsEvent or not payload.rows:
+        return event
+    return BinlogEvent(event.offset, event.header, replace(payload, rows=b""), b"")
+
+
+class RelayRowsReader:
+    """Reads again, whole and CRC32-checked, the rows events of groups whose images the
+    ``RelayReader`` left in the relay file (``RelayGroup.aside_context``). The caller closes
+    it; it keeps the last file it read open."""
+
+    def __init__(self, relay_dir: Path) -> None:
+        self.relay_dir = relay_dir
+        self._file: str | None = None
+        self._fd: int | None = None
+
+    def rows(self, group: RelayGroup, offset: int, read: RowsEvent) -> RowsEvent:
+        """The rows event at ``offset`` of ``group`` with its images (``read``: as the group
+        holds it, without them)."""
+        ctx = group.aside_context
+        assert ctx is not None, "the group holds its images"
+        path = self.relay_dir / group.relay_file
+        fd = self._open(group.relay_file)
+        try:
+            size = decode_header(_pread(fd, HEADER_LEN, offset, path)).event_size
+            payload = decode_event(_pread(fd, size, offset, path), ctx, offset).payload
+            if type(payload) is not RowsEvent or replace(payload, rows=b"") != read:
+                raise InvalidEventError("the event differs from the one read before")
+        except BinlogFormatError as error:
+            raise LogCorruptionError(
+                f"the relay log is damaged before a durable boundary: {error.message}",
+                file=group.relay_file,
+                offset=offset,
+                event_type=error.event_type or read.type_name,
+                hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
+            ) from None
+        return payload
+
+    def _open(self, name: str) -> int:
+        if self._file == name and self._fd is not None:
+            return self._fd
+        self.close()
+        path = self.relay_dir / name
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise_os_error(exc, path, "opening a relay file")
+        self._file = name
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd = self._file = None

@@ -142,13 +142,14 @@ class RelayLogWriter:
         self._ctx = relay_format_context()
         self._framer = EventFramer(self._ctx)
         self._source_fde: bytes | None = None
-        self._grouper = TransactionGrouper()
+        self._grouper = TransactionGrouper(ends_only=True)
         self._synced: RelayPosition | None = None
         self._failed: BinlakeError | None = None
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._preamble = preamble
-        #: The group the last ``append`` completed (None if it completed none).
+        #: The group the last ``append`` completed (None if it completed none); its ``events``
+        #: are only its first and its last (``TransactionGrouper(ends_only=True)``).
         self.last_group: EventGroup | None = None
 
     @classmethod
@@ -342,7 +343,7 @@ class RelayLogWriter:
         crash_point("relay_rotate_after_index")
         self._fd, self._name = new_fd, name
         self._offset = self._boundary = len(header)
-        self._grouper = TransactionGrouper()
+        self._grouper = TransactionGrouper(ends_only=True)
         if old_fd is not None:
             self._close_file(old_fd, old_name)
         self._index.remove_marker()
