@@ -154,6 +154,7 @@ class BatchApplier:
             for source in _touched(batch):
                 attempt = partial(self._table_rows, batch, source, properties, commits)
                 self.lake.committing(source, attempt)
+        self.aside.close()  # a relay file the checkpoint then passes is not kept open
         for source, changes, write in commits.done:
             result.committed[source] += changes
             result.writes[source] = write

@@ -309,6 +309,7 @@ class Lake:
         self._learn_hints(table, table_map, recorded_hints)
         key = self.key_columns.get(table.source)
         before = table.schema
+        changed = before is None
         if before is None:
             schema = target_schema(table_map, hints=table.hints(table_map), key_columns=key)
             self._create(table, schema)
@@ -320,9 +321,9 @@ class Lake:
                 hints=table.hints(table_map),
                 key_columns=key,
             )
-            evolved = self._evolve(table, changes)
-        if before is None or evolved:
-            self._reread(table)  # else the table is as ``_load`` read it
+            changed = self._evolve(table, changes)
+        if changed:
+            self._reread(table)  # else the table is as it was last read
         had_ddl = bool(table.pending_ddl)
         if before is not None:
             self._pending_backfills(table, before)
