@@ -6,6 +6,9 @@ on the cluster, the points whose aftermath the catalog holds), on two targets: t
 on `local[2]`, and Iceberg's JDBC catalog (PostgreSQL) from a Spark standalone cluster
 (`tests/lake_targets.py`).
 
+Also a transaction larger than ``[applier] max_bytes`` (its row images read back from the relay
+log as applied) killed between its two tables' commits, then restarted.
+
 Also acceptance scenario 7 (WL#4621): the relay log loses a tail the applier had already applied
 (the newest relay file cut back to an earlier transaction boundary, as a lost page cache would);
 the restart refetches it from the source and every table skips what it has, by position.
@@ -43,6 +46,7 @@ from replicate_testing import (
     replicate_in_process,
     run_armed,
     run_replicate,
+    run_until_killed,
 )
 
 #: Crash point -> the pass to die at, in the order one lineage is killed at them.
@@ -138,6 +142,36 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     history = assert_history_is_exactly_once(config, spark)
     assert set(history) == {f"{database}.{t}" for t in ("orders", "order_lines", "audit")}
     assert assert_cuts_are_exact(config, spark) > 0
+
+
+def test_a_transaction_past_max_bytes_killed_between_its_tables_is_applied_once_after_restart(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """A transaction whose row images the applier reads back from the relay log (larger than
+    ``[applier] max_bytes``), killed after its first table's commit: the restart reads it
+    again, skips it in the table that has it, applies it to the other, and each table equals
+    the source."""
+    database = "crash_big"
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.a (id INT PRIMARY KEY, v VARCHAR(200), n INT)")
+    source.execute(f"CREATE TABLE {database}.b (id INT PRIMARY KEY, v VARCHAR(200))")
+    source.execute(f"INSERT INTO {database}.a VALUES (-1, 'before', 0)")
+    source.execute(f"INSERT INTO {database}.b VALUES (-1, 'before')")
+    config = config_for(tmp_path, source, spark, database, applier="max_bytes = 65536\n")
+    replicate_in_process(config, spark)  # both tables in the lake
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        cursor.execute("INSERT INTO a SELECT seq, REPEAT('a', 150), 0 FROM seq_0_to_1999")
+        cursor.execute("INSERT INTO b SELECT seq, REPEAT('b', 150) FROM seq_0_to_1999")
+        cursor.execute("UPDATE a SET n = n + 1, id = id + 10000 WHERE id % 3 = 0")
+        cursor.execute("DELETE FROM b WHERE id % 4 = 0 OR id = -1")
+        conn.commit()
+    killed = run_until_killed(config, "apply_between_tables:1", CRASH_TIMEOUT_S)
+    assert killed.returncode == -9, describe(killed)
+    assert "its row images are read from the relay log" in killed.stderr, describe(killed)
+    assert_history_is_exactly_once(config, spark)
+    replicate_in_process(config, spark)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
 
 
 def transaction_ends(path: Path) -> list[int]:
