@@ -21,7 +21,8 @@ Spark session (``local[2]``, the embedded Hadoop catalog), every figure printed 
    ``bench.small`` (``--small-rows``) and ``bench.big`` (``--big-rows``), both preloaded on the
    source and in the lake without the binlog (``_scale.py``), each with ``[applier]
    max_transactions = 50`` and with the default batch bounds: rows/s, batches, seconds per
-   batch, and big / small. Then reads of ``bench.big`` (count, point lookup) and its delete
+   batch, and big / small (medians of ``--scale-repeat`` runs per side, the sides
+   alternating). Then reads of ``bench.big`` (count, point lookup) and its delete
    files: what the equality deletes cost until compaction.
 4. ``mixed``: a sustained mixed workload over three tables (``_scale.MixedWorkload``: order
    inserts with three lines each, customer updates at random keys, order updates, deletes of
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import tempfile
 import threading
 import time
@@ -407,27 +409,34 @@ def preload_scale(run: Run) -> Path:
 def section_scale(run: Run) -> None:
     args = run.args
     defaults = preload_scale(run)
-    rates: dict[tuple[str, str], float] = {}
     for label, config in (("max_transactions 50", defaults.with_name("bounded.toml")),
                           ("default bounds", defaults)):  # fmt: skip
-        for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
-            seed = len(rates)
-            changed = random_updates(run.source.sandbox, name, rows, args.updates,
-                                     args.update_rows, seed)  # fmt: skip
-            seconds, applied = replicate(config, run.spark)
-            rate = applied.row_changes / seconds
-            rates[(label, name)] = rate
-            per_batch = seconds / max(applied.batches, 1)
-            say(
-                f"scale, {label}: {changed:,} random-key updates into {rows:,} rows: "
-                f"{rate:,.0f} rows/s, {applied.batches} batches, {per_batch:.2f} s per batch"
-            )
-        ratio = rates[(label, "big")] / rates[(label, "small")]
+        rates: dict[str, list[float]] = {"small": [], "big": []}
+        for _ in range(args.scale_repeat):  # the two sides alternate
+            for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+                seed = len(rates["small"]) + len(rates["big"]) + (100 if config == defaults else 0)
+                rates[name].append(scale_run(run, config, label, name, rows, seed))
+        small, big = statistics.median(rates["small"]), statistics.median(rates["big"])
         say(
             f"scale, {label}: rate into {args.big_rows:,} rows / rate into {args.small_rows:,} "
-            f"rows (the reference, same run) = {ratio:.2f}x (goal: 0.8x or more)"
+            f"rows (the reference, same run; medians of {args.scale_repeat}) = "
+            f"{big / small:.2f}x (goal: 0.8x or more)"
         )
     reads(run, "big", args.big_rows)
+
+
+def scale_run(run: Run, config: Path, label: str, name: str, rows: int, seed: int) -> float:
+    """Random-key updates into ``bench.name``, then replicated until caught up: rows/s."""
+    args = run.args
+    changed = random_updates(run.source.sandbox, name, rows, args.updates, args.update_rows, seed)
+    seconds, applied = replicate(config, run.spark)
+    rate = applied.row_changes / seconds
+    per_batch = seconds / max(applied.batches, 1)
+    say(
+        f"scale, {label}: {changed:,} random-key updates into {rows:,} rows: "
+        f"{rate:,.0f} rows/s, {applied.batches} batches, {per_batch:.2f} s per batch"
+    )
+    return rate
 
 
 def reads(run: Run, name: str, rows: int) -> None:
@@ -526,6 +535,7 @@ def main() -> None:
     parser.add_argument("--small-rows", type=int, default=100_000)
     parser.add_argument("--updates", type=int, default=50_000)
     parser.add_argument("--update-rows", type=int, default=100, help="rows per transaction")
+    parser.add_argument("--scale-repeat", type=int, default=3, help="runs per side in scale")
     parser.add_argument("--mixed-transactions", type=int, default=3_000)
     parser.add_argument("--mixed-customers", type=int, default=100_000)
     parser.add_argument("--big-rate", type=float, default=5000.0)
