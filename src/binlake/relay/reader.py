@@ -193,7 +193,7 @@ class RelayReader:
                 if isinstance(event.payload, FormatContext):
                     parse.ctx = event.payload
                 elif type(event.payload) is RowsEvent:
-                    event = self._hold(event, parse)
+                    event = self._hold(event, event.payload, parse)
                 group = grouper.feed(event)
                 if group is not None:
                     aside, parse.held, parse.aside = parse.aside, 0, False
@@ -213,11 +213,12 @@ class RelayReader:
                 hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
             )
 
-    def _hold(self, event: BinlogEvent, parse: _Parse) -> BinlogEvent:
-        """``event`` (a rows event) as the open group keeps it: with its images while the
-        group's stay within ``hold_bytes``; from then on, the group's events without them."""
+    def _hold(self, event: BinlogEvent, payload: RowsEvent, parse: _Parse) -> BinlogEvent:
+        """``event`` (a rows event, ``payload``) as the open group keeps it: with its images
+        while the group's stay within ``hold_bytes``; from then on, the group's events
+        without them."""
         if not parse.aside:
-            parse.held += len(event.payload.rows)  # type: ignore[union-attr]
+            parse.held += len(payload.rows)
             if parse.held <= self.hold_bytes:
                 return event
             parse.aside = True
@@ -245,13 +246,8 @@ class RelayReader:
         )
 
     def _damaged(self, error: BinlogFormatError, base: int) -> LogCorruptionError:
-        return LogCorruptionError(
-            f"the relay log is damaged before a durable boundary: {error.message}",
-            file=self._file,
-            offset=error.offset if error.offset is not None else base,
-            event_type=error.event_type,
-            hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
-        )
+        offset = error.offset if error.offset is not None else base
+        return _corruption(error, self._file, offset, error.event_type)
 
 
 def _pread(fd: int, size: int, offset: int, path: Path) -> bytes:
@@ -268,6 +264,19 @@ def _pread(fd: int, size: int, offset: int, path: Path) -> bytes:
             hint="a relay file lost its tail under a running binlake; restart it",
         )
     return data
+
+
+def _corruption(
+    error: BinlogFormatError, file: str, offset: int, event_type: str | None
+) -> LogCorruptionError:
+    """A bad event before a durable boundary of the relay log: corruption, never a torn tail."""
+    return LogCorruptionError(
+        f"the relay log is damaged before a durable boundary: {error.message}",
+        file=file,
+        offset=offset,
+        event_type=event_type,
+        hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
+    )
 
 
 def _aside(event: BinlogEvent) -> BinlogEvent:
@@ -301,13 +310,8 @@ class RelayRowsReader:
             if type(payload) is not RowsEvent or replace(payload, rows=b"") != read:
                 raise InvalidEventError("the event differs from the one read before")
         except BinlogFormatError as error:
-            raise LogCorruptionError(
-                f"the relay log is damaged before a durable boundary: {error.message}",
-                file=group.relay_file,
-                offset=offset,
-                event_type=error.event_type or read.type_name,
-                hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
-            ) from None
+            event_type = error.event_type or read.type_name
+            raise _corruption(error, group.relay_file, offset, event_type) from None
         return payload
 
     def _open(self, name: str) -> int:
