@@ -65,9 +65,13 @@ CASES = {
 CRASH_TIMEOUT_S = 120
 #: Killed on the embedded target only: what they leave behind is the same on every target. The
 #: cut points and the relay-log purge touch the state folder and the cuts table alone; a kill
-#: between two tables' commits leaves each table as ``apply_before_commit`` (not committed) or
-#: ``apply_after_commits`` (committed) does, and the restart reads each table's own position.
+#: before the first commit leaves the lake as the previous run left it, with at most orphan
+#: files, which ``apply_before_delta_commit`` leaves too (and which the cluster's kills after
+#: it also meet: a dead driver's application holding the cluster's cores); a kill between two
+#: tables' commits leaves each table as a kill before its commit or ``apply_after_commits``
+#: does, and the restart reads each table's own position.
 EMBEDDED_ONLY = {p for p in CASES if p.startswith("cut_")} | {
+    "apply_before_commit",
     "apply_during_purge",
     "apply_between_tables",
 }

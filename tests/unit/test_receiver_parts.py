@@ -72,10 +72,12 @@ def test_backoff_is_exhausted_only_with_a_limit() -> None:
     assert bounded.exhausted
 
 
-def gated(events: list[bytes], gate: threading.Event) -> Iterator[bytes]:
-    yield from events[:2]
+def gated(events: list[bytes], gate: threading.Event) -> Iterator[list[bytes]]:
+    yield events[:1]
+    yield events[1:2]
     gate.wait(5)
-    yield from events[2:]
+    yield events[2:4]
+    yield events[4:]
     raise SourceConnectionLostError("peer went away")
 
 
@@ -97,12 +99,12 @@ def test_the_feed_hands_over_events_in_order_then_the_error() -> None:
 def test_the_feed_stops_reading_when_the_receiver_falls_behind() -> None:
     produced: list[int] = []
 
-    def endless() -> Iterator[bytes]:
+    def endless() -> Iterator[list[bytes]]:
         n = 0
         while True:
             produced.append(n)
             n += 1
-            yield b"x" * 100
+            yield [b"x" * 100]
 
     feed = EventFeed(endless(), max_buffered_bytes=1000).start()
     first = feed.take(1.0)
@@ -112,7 +114,7 @@ def test_the_feed_stops_reading_when_the_receiver_falls_behind() -> None:
 
 
 def test_an_ended_dump_is_a_lost_connection() -> None:
-    feed = EventFeed(iter([b"a"])).start()
+    feed = EventFeed(iter([[b"a"]])).start()
     assert feed.take(1.0) == [b"a"]
     with pytest.raises(SourceConnectionLostError, match="ended the dump"):
         feed.take(1.0)

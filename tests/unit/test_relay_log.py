@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,17 +14,25 @@ from binlake.binlog.constants import (
     IN_USE_FLAG_FILE_OFFSET,
     MAGIC,
     ChecksumAlg,
+    ColumnType,
     EventFlag,
 )
-from binlake.binlog.errors import ChecksumMismatchError, OrphanEventError, TruncatedEventError
-from binlake.binlog.events import XidEvent
+from binlake.binlog.errors import (
+    BinlogFormatError,
+    ChecksumMismatchError,
+    OrphanEventError,
+    TruncatedEventError,
+)
+from binlake.binlog.events import MariaGtidEvent, XidEvent
 from binlake.binlog.format import FormatContext
+from binlake.binlog.rows import RowsFlag, make_rows_event
 from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition
 from binlake.relay.writer import MARIADB_10_11_POST_HEADER_LENGTHS, SERVER_VERSION, RelayLogWriter
 from binlake.storage.durable import FSYNC_COUNTS
 from binlake.storage.tail_scan import scan_file
 from binlog_builder import MARIADB_CTX, LogBuilder
+from binlog_fixtures import table_map
 from relay_testing import check_recovered_log, gtid_seqs, source_log, split_events
 
 EVENTS = split_events(source_log(6))
@@ -222,3 +231,48 @@ def test_writer_purge_keeps_the_checkpoint_and_the_current_file(writer: RelayLog
         writer.rotate()
     assert writer.purge("relay-bin.000004", keep_from="relay-bin.000002") == ["relay-bin.000001"]
     assert writer.files == ["relay-bin.000002", "relay-bin.000003", "relay-bin.000004"]
+
+
+def rows_transaction(rows_events: int) -> list[bytes]:
+    """A MariaDB transaction as received: GTID, TABLE_MAP, ``rows_events`` rows events, XID."""
+    tm = table_map((ColumnType.LONG,))
+    log = LogBuilder().header()
+    log.add(MariaGtidEvent(1, 0, 0, None, None, b""))
+    log.add(tm)
+    for i in range(rows_events):
+        flags = RowsFlag.STMT_END if i == rows_events - 1 else 0
+        log.add(replace(make_rows_event("write", tm, [(None, (i,))]), flags=flags))
+    log.add(XidEvent(1))
+    return split_events(log)[HEADER_EVENTS:]
+
+
+def test_rows_events_received_inside_a_transaction_are_written_verbatim_and_grouped(
+    writer: RelayLogWriter,
+) -> None:
+    events = rows_transaction(5)
+    start = writer.position.offset
+    for event in events[:-1]:
+        writer.append(event, crc_checked=True)
+        assert writer.last_group is None and writer.in_transaction
+    writer.append(events[-1], crc_checked=True)
+    group = writer.last_group
+    assert group is not None and group.is_transaction
+    assert [e.type_name for e in group.events] == ["Gtid", "Xid"]  # its first and last only
+    assert writer.boundary == writer.position
+    writer.sync()
+    data = (writer.folder / writer.position.file).read_bytes()
+    assert data[start:] == b"".join(events)
+
+
+def test_a_received_rows_event_whose_size_field_lies_is_refused_inside_a_transaction(
+    writer: RelayLogWriter,
+) -> None:
+    events = rows_transaction(2)
+    writer.append(events[0], crc_checked=True)
+    writer.append(events[1], crc_checked=True)
+    before = writer.position
+    bad = bytearray(events[2])
+    bad[9] ^= 0x01  # the header's size field: no longer the event's length
+    with pytest.raises(BinlogFormatError):
+        writer.append(bytes(bad), crc_checked=True)
+    assert writer.position == before

@@ -519,6 +519,24 @@ def test_events_yields_every_event_and_returns_the_eof_packet() -> None:
     assert checker.file == "mariadb-bin.000003"
 
 
+def test_event_batches_hand_over_every_event_already_read_before_the_next_socket_read() -> None:
+    first = [crc_event(XidEvent(i)) for i in range(40)]
+    later = [crc_event(XidEvent(100 + i)) for i in range(3)]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        wire = dump_wire([*stream_start(), *first, *later])
+        split = len(dump_wire([*stream_start(), *first], tail=b"")) - 4  # without the tail
+        theirs.sendall(wire[:split])
+        checker = EventChecker(negotiated_checksum="CRC32")
+        batches = PacketReader(ours, timeout_s=10).event_batches(checker)
+        got = [next(batches), next(batches)]  # the two stateful events: one batch each
+        got.append(next(batches))  # no more bytes have arrived: the 40 come before a read
+        theirs.sendall(wire[split:])
+        rest = list(batches)
+    assert got == [stream_start()[:1], stream_start()[1:], first]
+    assert [event for batch in rest for event in batch] == later
+
+
 def test_events_never_yields_an_event_with_a_bad_crc_and_names_where_it_was() -> None:
     good = [crc_event(XidEvent(i)) for i in range(10)]
     bad = bytearray(crc_event(XidEvent(99)))

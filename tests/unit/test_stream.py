@@ -111,6 +111,16 @@ def test_crc_mismatch_is_raised_with_offset_and_event_type() -> None:
     assert info.value.event_type == "Xid"
 
 
+def test_a_version_flipped_to_one_before_checksums_is_refused_not_read_unverified() -> None:
+    data = bytearray(three_transactions().bytes())
+    version_at = 4 + 19 + 2  # magic, header, binlog version: the server version's first digit
+    assert data[version_at : version_at + 3] == b"10."
+    data[version_at] ^= 0x01  # "10.11..." reads "00.11...": a server that wrote no checksums
+    with pytest.raises(InvalidEventError, match="predates binlog checksums") as info:
+        list(EventStream(data))
+    assert info.value.offset == 4
+
+
 def test_format_description_crc_ignores_in_use_flag_cleared_in_place() -> None:
     data = bytearray(LogBuilder().header(in_use=True).bytes())
     assert data[IN_USE_FLAG_FILE_OFFSET] & 1

@@ -6,6 +6,7 @@ body: a bad event is reported, never interpreted.
 
 from __future__ import annotations
 
+import struct
 from typing import NamedTuple
 
 from binlake.binlog.constants import (
@@ -42,6 +43,8 @@ from binlake.binlog.rows import (
 from binlake.binlog.tablemap import TableMap, decode_table_map, encode_table_map
 
 Payload = ControlPayload | FormatContext | TableMap | RowsEvent | RowsFrame
+#: An event header's size field (at offset 9).
+_SIZE_AT = struct.Struct("<I").unpack_from
 
 
 class BinlogEvent(NamedTuple):
@@ -147,6 +150,17 @@ class EventFramer:
             at = flags_offset(code, ctx)
             if at is not None:
                 self._flags_at[int(code)] = HEADER_LEN + at
+
+    def is_rows_frame(self, event: bytes) -> bool:
+        """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
+        size is its length, and its flags are within it): what framing checks of such an
+        event, without building the event."""
+        at = self._flags_at.get(event[4]) if len(event) >= HEADER_LEN else None
+        return (
+            at is not None
+            and _SIZE_AT(event, 9)[0] == len(event)
+            and len(event) >= at + 2 + self._trailer
+        )
 
     def frame(self, event: bytes, offset: int) -> BinlogEvent:
         if len(event) >= HEADER_LEN:

@@ -127,9 +127,20 @@ def decode_format_description(body: bytes | memoryview, event_offset: int = 0) -
             event_type="Format_desc",
             hint="binlake reads binlog v4 (MySQL 5.0+ / MariaDB); convert older logs first",
         )
+    if not _supports_checksum(server_version):
+        # Such a server writes no checksum at all, so nothing after this event could be
+        # verified; a damaged version string would also read as one: refused either way.
+        raise InvalidEventError(
+            f"FORMAT_DESCRIPTION of server version {server_version!r}, which predates binlog "
+            "checksums (MySQL 5.6.1, MariaDB 5.3)",
+            offset=event_offset,
+            event_type="Format_desc",
+            hint="binlake reads binlogs with CRC32 checksums only; if the server is newer, "
+            "the event is damaged",
+        )
     rest = bytes(body[_FDE_FIXED.size :])
     alg = ChecksumAlg.UNDEFINED.value
-    if _supports_checksum(server_version) and len(rest) >= 1 + CHECKSUM_LEN:
+    if len(rest) >= 1 + CHECKSUM_LEN:
         alg = rest[-1 - CHECKSUM_LEN]
         lengths = rest[: -1 - CHECKSUM_LEN]
         if alg not in (ChecksumAlg.OFF, ChecksumAlg.CRC32):

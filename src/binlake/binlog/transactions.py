@@ -133,6 +133,13 @@ class TransactionGrouper:
     def in_group(self) -> bool:
         return bool(self.open_events)
 
+    @property
+    def keeps_ends_inside_transaction(self) -> bool:
+        """Inside a transaction (which only its closing event ends) and keeping a group's
+        first and last events only: a rows event fed now neither ends the group nor stays in
+        it (the closing event replaces it), so a caller may skip feeding it."""
+        return self.ends_only and self._state is _State.IN_TRANSACTION
+
     def feed(self, event: BinlogEvent) -> EventGroup | None:
         """Add an event; return the group it completes, if any."""
         if self.ends_only and len(self.open_events) == 2:

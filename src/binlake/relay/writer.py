@@ -19,8 +19,9 @@ Durability contract:
   bad one before writing a byte; ``crc_checked=True`` says the caller has just verified this very
   bytes object's CRC32 (the receiver's protocol client does, on receipt), so it is not computed a
   second time; framing is still checked, and every body but a rows event's images is decoded
-  (a rows event's table id and flags are read; its images are the applier's to decode, which
-  refuses a malformed one as it refuses any event it cannot read). Appended events are
+  (of a rows event, its flags are read, or only its type and size inside a transaction, which
+  no rows event can end; its images are the applier's to decode, which refuses a malformed one
+  as it refuses any event it cannot read). Appended events are
   gathered in user space and handed to the OS with one ``writev`` per ``FLUSH_BYTES`` (and
   always before an fsync, a rotation or a close); a crash loses at most what was never synced,
   which recovery and the receiver already treat as lost. ``append`` never fsyncs.
@@ -234,6 +235,14 @@ class RelayLogWriter:
         """
         fd = self._require_open()
         crash_point("relay_before_append")
+        if (
+            crc_checked
+            and self._grouper.keeps_ends_inside_transaction
+            and type(event) is bytes
+            and self._framer.is_rows_frame(event)
+        ):
+            self._append_inside(fd, event)  # most of a stream: rows events
+            return
         decoded = self._verify(event, crc_checked)
         group = self._grouper.feed(decoded)
         self._buffer(fd, event)
@@ -245,6 +254,14 @@ class RelayLogWriter:
         if group is not None:
             self._boundary = self._offset
         self.last_group = group
+
+    def _append_inside(self, fd: int, event: bytes) -> None:
+        """A framed rows event inside a transaction: it completes no group and the grouper
+        keeps none of it, so it is only written (``append``'s fast path)."""
+        self._buffer(fd, event)
+        crash_point("relay_after_append")
+        self._offset += len(event)
+        self.last_group = None
 
     def _verify(self, event: bytes, crc_checked: bool) -> BinlogEvent:
         if len(event) < HEADER_LEN:

@@ -24,10 +24,10 @@ concurrent reader of one source needs its own ``server_id``.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self, TypeVar, cast
 
 import pymysql
 
@@ -38,6 +38,8 @@ from binlake.source.errmap import map_dump_error, map_pymysql_error
 from binlake.source.event_check import EventChecker
 from binlake.source.settings import ConnectionSettings, open_connection
 from binlake.source.wire import PacketReader, send_packet
+
+T = TypeVar("T")
 
 #: Timeout of the SQL statements around the dump (SHOW BINARY LOGS on a big server is slow).
 QUERY_TIMEOUT_S = 60.0
@@ -207,6 +209,21 @@ class SourceConnection:
         verified against the checksum the current FORMAT_DESCRIPTION declares; a binlog written
         without checksums is refused unless ``allow_unchecksummed``.
         """
+        reader, checker = self._start_dump(start, non_blocking, allow_unchecksummed)
+        return self._stream(reader.events(checker), checker, start)
+
+    def dump_batches(
+        self, start: DumpStart, *, non_blocking: bool = False
+    ) -> Iterator[list[bytes]]:
+        """``dump``'s stream in batches: a batch holds the events already read when the next
+        read from the socket is due (which may block), so a reader thread hands events over
+        once per batch, not once per event."""
+        reader, checker = self._start_dump(start, non_blocking, allow_unchecksummed=False)
+        return self._stream(reader.event_batches(checker), checker, start)
+
+    def _start_dump(
+        self, start: DumpStart, non_blocking: bool, allow_unchecksummed: bool
+    ) -> tuple[PacketReader, EventChecker]:
         if self._dumping or self._closed:
             raise RuntimeError("a SourceConnection serves one dump; open another connection")
         self._check_can_dump(allow_unchecksummed)
@@ -220,7 +237,7 @@ class SourceConnection:
             negotiated_checksum=self.server.binlog_checksum,
             allow_unchecksummed=allow_unchecksummed,
         )
-        return self._stream(reader, checker, start)
+        return reader, checker
 
     def _check_can_dump(self, allow_unchecksummed: bool) -> None:
         if not self.server.log_bin:
@@ -287,9 +304,11 @@ class SourceConnection:
         reader.expect_seq(1)
 
     def _stream(
-        self, reader: PacketReader, checker: EventChecker, start: DumpStart
-    ) -> Iterator[bytes]:
-        last = yield from reader.events(checker)
+        self, items: Generator[T, None, bytes], checker: EventChecker, start: DumpStart
+    ) -> Iterator[T]:
+        """``items``' events (or batches), then what ended them: EOF ends the iterator, an
+        error packet is the typed error it maps to."""
+        last = yield from items
         if packets.is_eof_packet(last):
             return
         if last[:1] == bytes([packets.ERR_HEADER]):

@@ -10,7 +10,6 @@ raises; a bad event is never passed on.
 from __future__ import annotations
 
 import struct
-from zlib import crc32
 
 from binlake.binlog.constants import (
     CHECKSUM_LEN,
@@ -21,7 +20,7 @@ from binlake.binlog.constants import (
     event_type_name,
 )
 from binlake.binlog.format import decode_format_description, has_checksum_trailer
-from binlake.binlog.header import event_crc
+from binlake.binlog.header import crc32, event_crc
 from binlake.errors import (
     BinlogFormatError,
     ChecksumMismatchError,

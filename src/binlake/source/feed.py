@@ -1,10 +1,12 @@
 """A reader thread between the source connection and the receiver.
 
-The dump iterator blocks on the socket. The receiver must not: it has to fsync a group on time
-while the source is quiet, notice SIGTERM promptly, and update progress. So one thread runs the
-iterator and hands the events over in batches (``take``); the receiver's thread does every write
-and fsync. At most ``max_buffered_bytes`` wait in between (the reader stops reading when the
-receiver falls behind, so TCP flow control slows the source down instead of memory growing).
+The dump iterator (``SourceConnection.dump_batches``) blocks on the socket. The receiver must
+not: it has to fsync a group on time while the source is quiet, notice SIGTERM promptly, and
+update progress. So one thread runs the iterator and hands the events over (``take``) in the
+batches the iterator yields, one lock and at most one wake-up per batch; the receiver's thread
+does every write and fsync. At most ``max_buffered_bytes`` wait in between (the reader stops
+reading when the receiver falls behind, so TCP flow control slows the source down instead of
+memory growing).
 
 Nothing here decides anything about the events: bytes in, the same bytes out, in order; an error
 raised by the iterator is raised by ``take`` after the events before it; an iterator that
@@ -24,11 +26,13 @@ DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
 
 class EventFeed:
     def __init__(
-        self, events: Iterator[bytes], max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+        self,
+        batches: Iterator[list[bytes]],
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     ) -> None:
-        self._events = events
+        self._batches = batches
         self._max = max_buffered_bytes
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[list[bytes]] = deque()
         self._buffered = 0
         self._error: BaseException | None = None
         self._finished = False
@@ -44,8 +48,8 @@ class EventFeed:
 
     def _run(self) -> None:
         try:
-            for event in self._events:
-                if not self._put(event):
+            for batch in self._batches:
+                if not self._put(batch):
                     return
             raise SourceConnectionLostError("the source ended the dump stream")
         except BaseException as error:  # handed over to the receiver's thread, raised there
@@ -54,7 +58,8 @@ class EventFeed:
                 self._finished = True
                 self._cond.notify_all()
 
-    def _put(self, event: bytes) -> bool:
+    def _put(self, batch: list[bytes]) -> bool:
+        size = sum(map(len, batch))
         with self._cond:
             while self._buffered >= self._max and not self._stopped:
                 self._producer_waiting = True
@@ -62,8 +67,8 @@ class EventFeed:
                 self._producer_waiting = False
             if self._stopped:
                 return False
-            self._queue.append(event)
-            self._buffered += len(event)
+            self._queue.append(batch)
+            self._buffered += size
             if self._consumer_waiting:
                 self._cond.notify_all()
         return True
@@ -82,7 +87,7 @@ class EventFeed:
                 if self._finished and self._error is not None:
                     raise self._error
                 return []
-            batch = list(self._queue)
+            batch = [event for queued in self._queue for event in queued]
             self._queue.clear()
             self._buffered = 0
             if self._producer_waiting:

@@ -68,6 +68,9 @@ from binlake.storage.index import LogIndex, index_temp_copies
 from binlake.storage.lock import lock_state_folder
 from binlake.storage.recovery import recover_log
 
+_HEARTBEAT = int(EventType.HEARTBEAT)
+_QUERY = int(EventType.QUERY)
+_TABLE_MAP = int(EventType.TABLE_MAP)
 #: Longest wait for the rest of an open transaction after a stop request.
 STOP_GRACE_S = 2.0
 #: Longest wait for events before the loop looks at the stop flag and the clocks again.
@@ -366,7 +369,7 @@ class Receiver:
     # ---- streaming ------------------------------------------------------------------------------
 
     def _stream(self, connection: SourceConnection, session: _Session, start: DumpStart) -> None:
-        feed = EventFeed(connection.dump(start)).start()
+        feed = EventFeed(connection.dump_batches(start)).start()
         stop_deadline: float | None = None
         try:
             while self._outcome is None:
@@ -388,17 +391,20 @@ class Receiver:
     def _on_batch(self, session: _Session, batch: list[bytes]) -> None:
         """Append a batch of events; stops early once caught up, or at a transaction boundary
         once a stop was requested (the rest is fetched again next time)."""
-        writer = session.writer
+        writer, append, stopping = session.writer, session.writer.append, self._stop.is_set
         appended = nbytes = transactions = 0
         for raw in batch:
-            if raw[4] in HEARTBEAT_TYPES:
-                if raw[4] == EventType.HEARTBEAT:
+            code = raw[4]
+            if code in HEARTBEAT_TYPES:
+                if code == _HEARTBEAT:
                     self._on_heartbeat(session, raw)
+                    if self._outcome is not None:
+                        break
             else:
-                if raw[4] == EventType.QUERY:
+                if code == _QUERY:
                     self._append_fact(writer, self._facts.before_query(raw, writer.format_context))
-                writer.append(raw, crc_checked=True)  # the client checked it on receipt
-                if raw[4] == EventType.TABLE_MAP:
+                append(raw, crc_checked=True)  # the client checked it on receipt
+                if code == _TABLE_MAP:
                     fact = self._facts.after_table_map(raw, writer.format_context)
                     self._append_fact(writer, fact)
                 appended += 1
@@ -407,9 +413,9 @@ class Receiver:
                 if group is not None:
                     transactions += group.is_transaction
                     self._on_group(session, group)
-            if self._outcome is not None:
-                break
-            if self._stop.is_set() and not writer.in_transaction:
+                    if self._outcome is not None:
+                        break
+            if stopping() and not writer.in_transaction:
                 break
         self.progress.count(appended, nbytes, transactions)
 

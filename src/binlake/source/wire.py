@@ -25,10 +25,10 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Generator
-from typing import Final
-from zlib import crc32
+from typing import Final, cast
 
 from binlake.binlog.constants import CHECKSUM_LEN, HEADER_LEN, EventType
+from binlake.binlog.header import crc32
 from binlake.errors import SourceConnectionLostError, SourceProtocolError
 from binlake.source.event_check import CRC32_RESIDUE, EventChecker
 from binlake.source.packets import MAX_PACKET_CHUNK, OK_HEADER, PACKET_HEADER_LEN, frame_packet
@@ -98,8 +98,20 @@ class PacketReader:
         return self._read_view_slow()
 
     def events(self, checker: EventChecker) -> Generator[bytes, None, bytes]:
+        """The events of ``event_batches`` one by one; returns what it returns."""
+        batches = self.event_batches(checker)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration as end:
+                return cast(bytes, end.value)
+            yield from batch
+
+    def event_batches(self, checker: EventChecker) -> Generator[list[bytes], None, bytes]:
         """The events of a dump stream (OK packets: 0x00 + event), each verified by ``checker``
-        and copied once; returns the first payload that is not an event (EOF, error, junk).
+        and copied once, in batches: the events whole in the buffer, handed over before the
+        next read from the socket (which may block). Returns the first payload that is not an
+        event (EOF, error, junk).
 
         The hot path handles, without any call but the CRC, every event that is whole in the
         buffer, carries a CRC32 and is neither a FORMAT_DESCRIPTION nor a ROTATE (those change
@@ -113,6 +125,7 @@ class PacketReader:
         try:
             while True:
                 crc_on = checker.crc32_on
+                batch: list[bytes] = []
                 while crc_on and end - start >= _MIN_EVENT_PACKET:
                     length = buf[start] | (buf[start + 1] << 8) | (buf[start + 2] << 16)
                     body = start + PACKET_HEADER_LEN
@@ -132,13 +145,15 @@ class PacketReader:
                         break
                     seq = (seq + 1) & 0xFF
                     start = body + length
-                    yield bytes(event)
+                    batch.append(bytes(event))
                 self._start, self.next_seq = start, seq
+                if batch:
+                    yield batch
                 payload = self._read_view_slow()
                 start, end, seq = self._start, self._end, self.next_seq
                 if not payload or payload[0] != OK_HEADER:
                     return bytes(payload)
-                yield checker.check(payload[1:])
+                yield [checker.check(payload[1:])]
         finally:
             self._start, self.next_seq = start, seq
 
