@@ -1,4 +1,5 @@
-"""docs/recovery.md lists every crash point of the registry, and nothing else."""
+"""docs/recovery.md lists every crash point of the registry, and nothing else; the code passes
+registered crash points only."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import re
 from pathlib import Path
 
 from binlake.crashpoints import POINTS
+from binlake.maintain.plan import Step
 
-RECOVERY_DOC = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
+ROOT = Path(__file__).resolve().parents[2]
+RECOVERY_DOC = ROOT / "docs" / "recovery.md"
 
 
 def documented_points() -> list[str]:
@@ -28,3 +31,19 @@ def test_every_documented_crash_point_names_a_test() -> None:
     for name in POINTS:
         row = re.search(rf"^\| `{name}` \|[^|]+\|(?P<test>[^\n]+)\|$", text, flags=re.MULTILINE)
         assert row is not None and "test_" in row["test"], name
+
+
+def test_every_crash_point_the_code_passes_is_registered() -> None:
+    """A disarmed run does not look names up (it passes some once per event), so a misspelt
+    name would only show when armed: checked here, on the source text."""
+    call = re.compile(r"""\b(?:crash_point|should_crash)\((f?)"([^"]+)"\)""")
+    seen: set[str] = set()
+    for path in (ROOT / "src" / "binlake").rglob("*.py"):
+        for is_format, name in call.findall(path.read_text("utf-8")):
+            if is_format:  # the one formatted name: a maintenance step's
+                assert name == "maintain_after_{step.value}", (path, name)
+                seen |= {f"maintain_after_{step.value}" for step in Step}
+            else:
+                seen.add(name)
+    assert seen <= set(POINTS), sorted(seen - set(POINTS))
+    assert len(seen) > 40  # the scan found the calls

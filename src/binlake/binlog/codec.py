@@ -150,17 +150,18 @@ class EventFramer:
             at = flags_offset(code, ctx)
             if at is not None:
                 self._flags_at[int(code)] = HEADER_LEN + at
+        #: Per rows event type: the shortest such event (its flags and its checksum in it).
+        self._rows_min = {code: at + 2 + self._trailer for code, at in self._flags_at.items()}
 
     def is_rows_frame(self, event: bytes) -> bool:
         """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
         size is its length, and its flags are within it): what framing checks of such an
         event, without building the event."""
-        at = self._flags_at.get(event[4]) if len(event) >= HEADER_LEN else None
-        return (
-            at is not None
-            and _SIZE_AT(event, 9)[0] == len(event)
-            and len(event) >= at + 2 + self._trailer
-        )
+        size = len(event)
+        if size < HEADER_LEN:
+            return False
+        shortest = self._rows_min.get(event[4])
+        return shortest is not None and size >= shortest and _SIZE_AT(event, 9)[0] == size
 
     def frame(self, event: bytes, offset: int) -> BinlogEvent:
         if len(event) >= HEADER_LEN:

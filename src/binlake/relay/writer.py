@@ -291,7 +291,7 @@ class RelayLogWriter:
         try:
             for start in range(0, len(pending), _IOV_MAX):
                 chunk = pending[start : start + _IOV_MAX]
-                total = sum(len(b) for b in chunk)
+                total = sum(map(len, chunk))
                 written = os.writev(fd, chunk)
                 if written < total:
                     rest = b"".join(chunk)[written:]
