@@ -26,6 +26,22 @@ def build_log(shape: list[int]) -> LogBuilder:
 SHAPES = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=6)
 
 
+def test_every_single_bit_flip_of_a_ddl_and_a_transaction_is_detected() -> None:
+    """The property below, exhaustively for one small log (4,304 flips in 0.2 s): sampling
+    found the flip of the version's first digit only once in many runs."""
+    log = build_log([0, 1])
+    clean = log.bytes()
+    unnoticed = []
+    for position in range(4, len(clean)):
+        for bit in range(8):
+            raw = bytearray(clean)
+            raw[position] ^= 1 << bit
+            with contextlib.suppress(BinlogFormatError):
+                list(EventStream(raw))
+                unnoticed.append((position, bit))
+    assert unnoticed == [(4 + 17, 0)]  # the FORMAT_DESCRIPTION's IN_USE flag, outside its CRC
+
+
 @settings(max_examples=200, deadline=None)
 @given(shape=SHAPES, data=st.data())
 def test_any_single_bit_flip_in_an_event_is_detected(shape: list[int], data: st.DataObject) -> None:
