@@ -68,6 +68,7 @@ from binlake.storage.index import LogIndex, index_temp_copies
 from binlake.storage.lock import lock_state_folder
 from binlake.storage.recovery import recover_log
 
+#: Type codes the receive loop compares an event's byte 4 with (plain ints: no enum lookups).
 _HEARTBEAT = int(EventType.HEARTBEAT)
 _QUERY = int(EventType.QUERY)
 _TABLE_MAP = int(EventType.TABLE_MAP)
