@@ -164,13 +164,11 @@ class EventFramer:
         return shortest is not None and size >= shortest and _SIZE_AT(event, 9)[0] == size
 
     def frame(self, event: bytes, offset: int) -> BinlogEvent:
-        if len(event) >= HEADER_LEN:
-            ts, code, server_id, size, log_pos, flags = HEADER_STRUCT.unpack_from(event)
-            at = self._flags_at.get(code)
-            if at is not None and size == len(event) and size >= at + 2 + self._trailer:
-                header = EventHeader(ts, code, server_id, size, log_pos, flags)
-                rows = RowsFrame(code, event[at] | (event[at + 1] << 8))
-                return BinlogEvent(offset, header, rows, event)
+        if self.is_rows_frame(event):
+            header = EventHeader(*HEADER_STRUCT.unpack_from(event))
+            at = self._flags_at[header.type_code]
+            rows = RowsFrame(header.type_code, event[at] | (event[at + 1] << 8))
+            return BinlogEvent(offset, header, rows, event)
         return decode_event(event, self._ctx, offset, crc_checked=True, rows_images=False)
 
 

@@ -37,6 +37,7 @@ from binlake.binlog.header import decode_header
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
+from binlake.config.applier import ApplierConfig
 from binlake.errors import LogCorruptionError
 from binlake.position import RelayPosition, SourcePosition, at_or_before, before
 from binlake.relay import INDEX_NAME
@@ -45,8 +46,9 @@ from binlake.storage.durable import raise_os_error
 from binlake.storage.index import LogIndex
 
 CHUNK = 16 * 1024 * 1024
-#: Bytes of row images a group may hold before they are left in the relay file.
-HOLD_BYTES = 64 * 1024 * 1024
+#: Bytes of row images a group may hold before they are left in the relay file: the applier's
+#: batch bound by default (the applier passes its configured one).
+HOLD_BYTES = ApplierConfig.max_bytes
 
 
 @dataclass(slots=True)
