@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -26,10 +27,11 @@ from binlake.binlog.errors import (
 from binlake.binlog.events import MariaGtidEvent, XidEvent
 from binlake.binlog.format import FormatContext
 from binlake.binlog.rows import RowsFlag, make_rows_event
+from binlake.binlog.transactions import EventGroup
 from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition
 from binlake.relay.writer import MARIADB_10_11_POST_HEADER_LENGTHS, SERVER_VERSION, RelayLogWriter
-from binlake.storage.durable import FSYNC_COUNTS
+from binlake.storage.durable import FSYNC_COUNTS, start_writeback
 from binlake.storage.tail_scan import scan_file
 from binlog_builder import MARIADB_CTX, LogBuilder
 from binlog_fixtures import table_map
@@ -246,6 +248,20 @@ def rows_transaction(rows_events: int) -> list[bytes]:
     return split_events(log)[HEADER_EVENTS:]
 
 
+def assert_transaction_written_verbatim(
+    writer: RelayLogWriter, events: list[bytes], start: int
+) -> EventGroup:
+    """The last append completed the transaction of ``events``, written from ``start`` as
+    received; returns that group."""
+    group = writer.last_group
+    assert group is not None and group.is_transaction
+    assert writer.boundary == writer.position
+    writer.sync()
+    data = (writer.folder / writer.position.file).read_bytes()
+    assert data[start:] == b"".join(events)
+    return group
+
+
 def test_rows_events_received_inside_a_transaction_are_written_verbatim_and_grouped(
     writer: RelayLogWriter,
 ) -> None:
@@ -255,24 +271,67 @@ def test_rows_events_received_inside_a_transaction_are_written_verbatim_and_grou
         writer.append(event, crc_checked=True)
         assert writer.last_group is None and writer.in_transaction
     writer.append(events[-1], crc_checked=True)
-    group = writer.last_group
-    assert group is not None and group.is_transaction
+    group = assert_transaction_written_verbatim(writer, events, start)
     assert [e.type_name for e in group.events] == ["Gtid", "Xid"]  # its first and last only
-    assert writer.boundary == writer.position
-    writer.sync()
-    data = (writer.folder / writer.position.file).read_bytes()
-    assert data[start:] == b"".join(events)
+
+
+def opened_transaction(writer: RelayLogWriter, rows_events: int) -> list[bytes]:
+    """A received transaction (``rows_transaction``) whose GTID and TABLE_MAP are appended."""
+    events = rows_transaction(rows_events)
+    writer.append(events[0], crc_checked=True)
+    writer.append(events[1], crc_checked=True)
+    return events
 
 
 def test_a_received_rows_event_whose_size_field_lies_is_refused_inside_a_transaction(
     writer: RelayLogWriter,
 ) -> None:
-    events = rows_transaction(2)
-    writer.append(events[0], crc_checked=True)
-    writer.append(events[1], crc_checked=True)
-    before = writer.position
-    bad = bytearray(events[2])
+    events = opened_transaction(writer, 3)
+    bad = bytearray(events[3])
     bad[9] ^= 0x01  # the header's size field: no longer the event's length
+    received = [events[2], bytes(bad), events[4]]
+    assert writer.append_rows_run(received, 0) == 1  # a run stops before it
+    before = writer.position
     with pytest.raises(BinlogFormatError):
-        writer.append(bytes(bad), crc_checked=True)
+        writer.append(received[1], crc_checked=True)
     assert writer.position == before
+
+
+def test_a_run_of_rows_events_inside_a_transaction_is_appended_in_one_step(
+    writer: RelayLogWriter,
+) -> None:
+    events = rows_transaction(4)  # GTID, TABLE_MAP, 4 rows events, XID
+    start = writer.position.offset
+    assert writer.append_rows_run(events, 0) == 0  # no transaction open: nothing taken
+    writer.append(events[0], crc_checked=True)
+    assert writer.append_rows_run(events, 1) == 1  # a TABLE_MAP is not a rows event
+    writer.append(events[1], crc_checked=True)
+    assert writer.append_rows_run(events, 2) == 6  # the run stops before the XID
+    assert writer.position.offset == start + sum(map(len, events[:6]))
+    assert writer.last_group is None and writer.in_transaction
+    writer.append(events[6], crc_checked=True)
+    assert_transaction_written_verbatim(writer, events, start)
+
+
+def test_a_rows_run_that_is_not_bytes_is_not_taken_on_the_run_path(
+    writer: RelayLogWriter,
+) -> None:
+    events = opened_transaction(writer, 2)
+    # A bytearray could change after its CRC32 was checked: only bytes objects take the run.
+    assert writer.append_rows_run([bytearray(events[2])], 0) == 0
+
+
+def test_start_writeback_leaves_a_file_unchanged_and_ignores_what_cannot_be_written_back(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    read_end, write_end = os.pipe()
+    try:
+        os.write(fd, b"abc")
+        start_writeback(fd)
+        start_writeback(read_end)  # a pipe has nothing to write back: no error
+        assert path.read_bytes() == b"abc"
+    finally:
+        for each in (fd, read_end, write_end):
+            os.close(each)

@@ -7,6 +7,7 @@ body: a bad event is reported, never interpreted.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from binlake.binlog.constants import (
@@ -162,6 +163,20 @@ class EventFramer:
             return False
         shortest = self._rows_min.get(event[4])
         return shortest is not None and size >= shortest and _SIZE_AT(event, 9)[0] == size
+
+    def rows_run_end(self, events: Sequence[bytes], start: int) -> int:
+        """The end of the run of events from ``events[start]`` that ``is_rows_frame`` takes
+        (``start`` when the first is not one): the same test, one loop for the run."""
+        rows_min, size_at = self._rows_min, _SIZE_AT
+        for end in range(start, len(events)):
+            event = events[end]
+            size = len(event)
+            if type(event) is not bytes or size < HEADER_LEN:
+                return end
+            shortest = rows_min.get(event[4])
+            if shortest is None or size < shortest or size_at(event, 9)[0] != size:
+                return end
+        return len(events)
 
     def frame(self, event: bytes, offset: int) -> BinlogEvent:
         if self.is_rows_frame(event):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import NamedTuple
+
+from zlib_ng.zlib_ng import crc32 as _zlib_ng_crc32
 
 from binlake.binlog.constants import (
     FLAGS_OFFSET,
@@ -72,21 +73,26 @@ def decode_header(buf: bytes | memoryview, pos: int = 0) -> EventHeader:
     return EventHeader(ts, type_code, server_id, size, log_pos, flags)
 
 
-#: zlib lets go of the GIL for a CRC32 of more than 5 KiB. For one event (a rows event is about
-#: 8 KiB) that costs more than it gives: the thread must win the GIL back, and while another
-#: thread runs Python that is a wait of the switch interval (5 ms), per event (measured: 1.9 us
-#: a CRC alone, 600 us beside a busy thread). Pieces of this size keep the GIL.
+#: The CRC32 is zlib-ng's (the ``zlib-ng`` package): it folds with carry-less multiplication
+#: (PCLMULQDQ/VPCLMULQDQ, or the ARM equivalents), about 10x zlib's table-driven CRC32 on this
+#: machine (500 MB in 0.013 s against 0.12 s), the same polynomial and the same values.
+#: Like zlib it lets go of the GIL for a large buffer (measured: kept at 6,000 bytes, released
+#: at 8 KiB). For one event (a rows event is about 8 KiB) that costs more than it gives: the
+#: thread must win the GIL back, and while another thread runs Python that is a wait of the
+#: switch interval (5 ms), per event (measured with zlib: 1.9 us a CRC alone, 600 us beside a
+#: busy thread). Pieces of this size keep the GIL.
 CRC_PIECE = 4096
 
 
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """zlib's CRC32 of ``data`` (continuing ``value``), computed without releasing the GIL."""
+    """The CRC32 (zlib's polynomial and values) of ``data``, continuing ``value``, computed
+    without releasing the GIL."""
     size = len(data)
     if size <= CRC_PIECE:
-        return zlib.crc32(data, value)
+        return _zlib_ng_crc32(data, value)
     view = memoryview(data)
     for at in range(0, size, CRC_PIECE):
-        value = zlib.crc32(view[at : at + CRC_PIECE], value)
+        value = _zlib_ng_crc32(view[at : at + CRC_PIECE], value)
     return value
 
 

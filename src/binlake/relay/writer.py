@@ -21,10 +21,13 @@ Durability contract:
   second time; framing is still checked, and every body but a rows event's images is decoded
   (of a rows event, its flags are read, or only its type and size inside a transaction, which
   no rows event can end; its images are the applier's to decode, which refuses a malformed one
-  as it refuses any event it cannot read). Appended events are
-  gathered in user space and handed to the OS with one ``writev`` per ``FLUSH_BYTES`` (and
-  always before an fsync, a rotation or a close); a crash loses at most what was never synced,
-  which recovery and the receiver already treat as lost. ``append`` never fsyncs.
+  as it refuses any event it cannot read). ``append_rows_run`` takes a whole run of received
+  rows events inside a transaction in one step, with the same checks. Appended events are
+  gathered in user space and handed over per ``FLUSH_BYTES`` to a write-behind thread
+  (relay/write_behind.py: ``writev`` in order, then ``start_writeback`` so the next fsync finds
+  little to write); every fsync, rotation and close first waits until everything handed over
+  is written. A crash loses at most what was never synced, which recovery and the receiver
+  already treat as lost. ``append`` never fsyncs.
 - ``sync`` fsyncs. The writer never decides to fsync on its own: the caller syncs once per group
   of transactions, and what ``sync`` returned is what survives any crash.
 - Transaction boundaries are tracked by the writer itself (``TransactionGrouper``), not taken on
@@ -37,7 +40,8 @@ Durability contract:
 - ``close`` fsyncs, clears IN_USE in place (the FORMAT_DESCRIPTION's CRC32 is computed with it
   cleared, so it stays valid) and fsyncs again. A writer closed inside a transaction leaves IN_USE
   set, and recovery trims the partial transaction at the next open.
-- Any write or fsync error (``DiskFullError`` for a full disk) puts the writer in a failed state:
+- Any write or fsync error (``DiskFullError`` for a full disk; a write's error is raised by the
+  next hand-over or sync after it) puts the writer in a failed state:
   it refuses further appends; open a new writer once the cause is fixed. The file keeps a torn
   tail at worst, which recovery trims; nothing synced is lost.
 
@@ -47,9 +51,10 @@ starts a new relay log file at each start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -63,6 +68,7 @@ from binlake.crashpoints import crash_point, die, should_crash
 from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition, sequence_number
 from binlake.relay import DEFAULT_BASENAME
+from binlake.relay.write_behind import WriteBehind
 from binlake.storage.durable import fsync_dir, fsync_fd, raise_os_error
 from binlake.storage.index import LogIndex, Marker, MarkerOp, index_temp_copies
 from binlake.storage.recovery import RecoveryReport, clear_in_use, recover_log
@@ -73,8 +79,6 @@ Preamble = Callable[[FormatContext], bytes]
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 #: Appended bytes gathered before one ``writev`` hands them to the OS.
 FLUSH_BYTES = 1 << 20
-#: Buffers per ``writev`` call (Linux IOV_MAX is 1024).
-_IOV_MAX = 1024
 
 #: The post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (event types 1..171).
 MARIADB_10_11_POST_HEADER_LENGTHS = bytes.fromhex(
@@ -148,6 +152,7 @@ class RelayLogWriter:
         self._failed: BinlakeError | None = None
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._behind = WriteBehind()
         self._preamble = preamble
         #: The group the last ``append`` completed (None if it completed none); its ``events``
         #: are only its first and its last (``TransactionGrouper(ends_only=True)``).
@@ -255,6 +260,32 @@ class RelayLogWriter:
             self._boundary = self._offset
         self.last_group = group
 
+    def append_rows_run(self, events: Sequence[bytes], start: int) -> int:
+        """Append, from ``events[start]``, the run of rows events that lie inside the open
+        transaction, each framed (type and size; their CRC32s checked by the caller, as
+        ``crc_checked`` says for ``append``) and gathered as one step: the receiver's path for
+        the bulk of a stream. Returns the index of the first event not taken (``start`` when
+        that one is not such an event, or no transaction is open): the caller appends that one
+        with ``append``."""
+        if not self._grouper.keeps_ends_inside_transaction:
+            return start
+        end = self._framer.rows_run_end(events, start)
+        if end > start:
+            fd = self._require_open()
+            crash_point("relay_before_append")
+            run = events[start:end]
+            size = sum(map(len, run))
+            if should_crash("relay_mid_event"):
+                self._tear(fd, run[0])
+            self._pending.extend(run)
+            self._pending_bytes += size
+            if self._pending_bytes >= FLUSH_BYTES:
+                self._flush(fd)
+            crash_point("relay_after_append")
+            self._offset += size
+            self.last_group = None
+        return end
+
     def _append_inside(self, fd: int, event: bytes) -> None:
         """A framed rows event inside a transaction: it completes no group and the grouper
         keeps none of it, so it is only written (``append``'s fast path)."""
@@ -277,26 +308,36 @@ class RelayLogWriter:
 
     def _buffer(self, fd: int, data: bytes) -> None:
         if should_crash("relay_mid_event"):
-            self._flush(fd)
-            os.write(fd, data[: len(data) // 2])  # the half is in the OS: a torn write
-            die()
+            self._tear(fd, data)
         self._pending.append(data)
         self._pending_bytes += len(data)
         if self._pending_bytes >= FLUSH_BYTES:
             self._flush(fd)
 
+    def _tear(self, fd: int, data: bytes) -> None:
+        """Crash point ``relay_mid_event``: what is gathered and half of ``data`` go to the OS
+        (a torn write), then the process dies."""
+        self._flush_and_wait(fd)
+        os.write(fd, data[: len(data) // 2])
+        die()
+
     def _flush(self, fd: int) -> None:
-        """Hand the gathered events to the OS (``writev``, resuming after short writes)."""
-        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        """Hand the gathered events to the write-behind thread (relay/write_behind.py), which
+        writes them and starts their writeback."""
+        pending, self._pending = self._pending, []
+        nbytes, self._pending_bytes = self._pending_bytes, 0
+        if not pending:
+            return
         try:
-            for start in range(0, len(pending), _IOV_MAX):
-                chunk = pending[start : start + _IOV_MAX]
-                total = sum(map(len, chunk))
-                written = os.writev(fd, chunk)
-                if written < total:
-                    rest = b"".join(chunk)[written:]
-                    while rest:
-                        rest = rest[os.write(fd, rest) :]
+            self._behind.submit(fd, pending, nbytes)
+        except OSError as exc:
+            self._fail(exc, "appending to the relay log")
+
+    def _flush_and_wait(self, fd: int) -> None:
+        """Everything appended is in the OS (before an fsync or any other use of ``fd``)."""
+        self._flush(fd)
+        try:
+            self._behind.drain()
         except OSError as exc:
             self._fail(exc, "appending to the relay log")
 
@@ -312,7 +353,7 @@ class RelayLogWriter:
     def sync(self) -> RelayPosition:
         """fsync the current file; returns the position now durable. May rotate (see module)."""
         fd = self._require_open()
-        self._flush(fd)
+        self._flush_and_wait(fd)
         crash_point("relay_before_fsync")
         self._guarded(lambda: fsync_fd(fd, "relay", self.folder / self._name))
         crash_point("relay_after_fsync")
@@ -342,7 +383,7 @@ class RelayLogWriter:
     def _switch_to_new_file(self) -> None:
         old_fd, old_name = self._fd, self._name
         if old_fd is not None:
-            self._flush(old_fd)
+            self._flush_and_wait(old_fd)
             fsync_fd(old_fd, "relay", self.folder / old_name)
         name = self._next_name()
         self._index.write_marker(Marker(MarkerOp.CREATE, (name,)))
@@ -403,20 +444,28 @@ class RelayLogWriter:
 
     def close(self) -> None:
         """Clean close: fsync, clear IN_USE, fsync. Inside a transaction or after a failure the
-        flag stays set so that recovery checks the tail at the next open."""
+        flag stays set so that recovery checks the tail at the next open. Either way the
+        write-behind thread has finished with the descriptor before it is closed."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
         if self._failed is not None or self._grouper.in_group:
-            os.close(fd)
+            self._abandon(fd)
             return
         try:
-            self._flush(fd)
+            self._flush_and_wait(fd)
             fsync_fd(fd, "relay", self.folder / self._name)
         except BinlakeError:
-            os.close(fd)
+            self._abandon(fd)
             raise
         self._close_file(fd, self._name)
+
+    def _abandon(self, fd: int) -> None:
+        """Close ``fd`` unsynced (its tail is recovery's to check), once the queued writes are
+        done (a write error is already the writer's failure, or moot now)."""
+        with contextlib.suppress(OSError):
+            self._behind.drain()
+        os.close(fd)
 
     def purge(self, up_to: str, *, keep_from: str) -> list[str]:
         """Remove relay files before ``up_to``; never ``keep_from`` (the caller's checkpoint),

@@ -391,34 +391,48 @@ class Receiver:
 
     def _on_batch(self, session: _Session, batch: list[bytes]) -> None:
         """Append a batch of events; stops early once caught up, or at a transaction boundary
-        once a stop was requested (the rest is fetched again next time)."""
-        writer, append, stopping = session.writer, session.writer.append, self._stop.is_set
+        once a stop was requested (the rest is fetched again next time). The runs of rows
+        events inside a transaction, most of a stream, are appended a run at a time."""
+        writer = session.writer
+        append_rows_run, stopping = writer.append_rows_run, self._stop.is_set
         appended = nbytes = transactions = 0
-        for raw in batch:
-            code = raw[4]
-            if code in HEARTBEAT_TYPES:
-                if code == _HEARTBEAT:
+        at, end = 0, len(batch)
+        while at < end:
+            run_end = append_rows_run(batch, at)  # the client checked their CRC32s on receipt
+            if run_end > at:
+                appended += run_end - at
+                nbytes += sum(map(len, batch[at:run_end]))
+                at = run_end
+                if at == end:
+                    break
+            raw = batch[at]
+            at += 1
+            if raw[4] in HEARTBEAT_TYPES:
+                if raw[4] == _HEARTBEAT:
                     self._on_heartbeat(session, raw)
-                    if self._outcome is not None:
-                        break
             else:
-                if code == _QUERY:
-                    self._append_fact(writer, self._facts.before_query(raw, writer.format_context))
-                append(raw, crc_checked=True)  # the client checked it on receipt
-                if code == _TABLE_MAP:
-                    fact = self._facts.after_table_map(raw, writer.format_context)
-                    self._append_fact(writer, fact)
                 appended += 1
                 nbytes += len(raw)
-                group = writer.last_group
-                if group is not None:
-                    transactions += group.is_transaction
-                    self._on_group(session, group)
-                    if self._outcome is not None:
-                        break
-            if stopping() and not writer.in_transaction:
+                transactions += self._append_event(session, raw)
+            if self._outcome is not None or (stopping() and not writer.in_transaction):
                 break
         self.progress.count(appended, nbytes, transactions)
+
+    def _append_event(self, session: _Session, raw: bytes) -> int:
+        """Append one event (with the source facts that go beside it); returns 1 when it
+        completed a transaction, else 0."""
+        writer = session.writer
+        code = raw[4]
+        if code == _QUERY:
+            self._append_fact(writer, self._facts.before_query(raw, writer.format_context))
+        writer.append(raw, crc_checked=True)  # the client checked it on receipt
+        if code == _TABLE_MAP:
+            self._append_fact(writer, self._facts.after_table_map(raw, writer.format_context))
+        group = writer.last_group
+        if group is None:
+            return 0
+        self._on_group(session, group)
+        return int(group.is_transaction)
 
     @staticmethod
     def _append_fact(writer: RelayLogWriter, fact: bytes | None) -> None:

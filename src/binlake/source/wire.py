@@ -40,7 +40,9 @@ MIN_RECV: Final = 64 * 1024
 _STATEFUL_TYPES: Final = frozenset({int(EventType.FORMAT_DESCRIPTION), int(EventType.ROTATE)})
 _MIN_EVENT_PAYLOAD: Final = 1 + HEADER_LEN + CHECKSUM_LEN
 _MIN_EVENT_PACKET: Final = PACKET_HEADER_LEN + _MIN_EVENT_PAYLOAD
-_unpack_type_size = struct.Struct("<4xBxxxxI").unpack_from
+#: An event packet's first 18 bytes in one unpack: the packet header (``length | seq << 24``),
+#: the OK byte, then the event header's type code and declared size.
+_unpack_event_packet = struct.Struct("<IB4xB4xI").unpack_from
 
 
 class PacketReader:
@@ -127,18 +129,18 @@ class PacketReader:
                 crc_on = checker.crc32_on
                 batch: list[bytes] = []
                 while crc_on and end - start >= _MIN_EVENT_PACKET:
-                    length = buf[start] | (buf[start + 1] << 8) | (buf[start + 2] << 16)
+                    word, ok, type_code, size = _unpack_event_packet(buf, start)
+                    length = word & 0xFFFFFF
                     body = start + PACKET_HEADER_LEN
                     if (
                         end - body < length
                         or length >= MAX_PACKET_CHUNK
-                        or buf[start + 3] != seq
-                        or buf[body] != OK_HEADER
+                        or word >> 24 != seq
+                        or ok != OK_HEADER
                         or length < _MIN_EVENT_PAYLOAD
+                        or size + 1 != length
+                        or type_code in _STATEFUL_TYPES
                     ):
-                        break
-                    type_code, size = _unpack_type_size(buf, body + 1)
-                    if size + 1 != length or type_code in _STATEFUL_TYPES:
                         break
                     event = view[body + 1 : body + length]
                     if crc32(event) != CRC32_RESIDUE:
