@@ -20,9 +20,10 @@ POINTS: dict[str, str] = {
     "durable_after_temp_fsync": "atomic replace: temp file fsynced, not yet renamed",
     "durable_after_rename": "atomic replace: renamed over the target, folder not yet fsynced",
     # relay log writer (relay/writer.py)
-    "relay_before_append": "relay log: before an event is appended",
+    "relay_before_append": "relay log: before an event (or a received run of rows events) is "
+    "appended",
     "relay_mid_event": "relay log: half of an event written (a torn write)",
-    "relay_after_append": "relay log: event appended, not yet fsynced",
+    "relay_after_append": "relay log: an event (or a run) appended, not yet fsynced",
     "relay_before_fsync": "relay log: before the group fsync",
     "relay_after_fsync": "relay log: after the group fsync",
     "relay_rotate_before_index": "rotation: new file created, index not yet updated",
