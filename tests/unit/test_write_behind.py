@@ -102,3 +102,16 @@ def test_an_idle_thread_ends_and_the_next_submit_starts_another(
 
 def _no_writer_thread() -> bool:
     return not any(t.name == "binlake-relay-write" for t in threading.enumerate())
+
+
+def test_an_unexpected_error_in_the_thread_is_raised_to_the_caller_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    behind = WriteBehind()
+    try:
+        behind.submit(fd, [b"ok", 42], 2)  # type: ignore[list-item]  # not a buffer: a bug
+        with pytest.raises(TypeError):
+            behind.drain()
+    finally:
+        os.close(fd)

@@ -76,11 +76,11 @@ def decode_header(buf: bytes | memoryview, pos: int = 0) -> EventHeader:
 #: The CRC32 is zlib-ng's (the ``zlib-ng`` package): it folds with carry-less multiplication
 #: (PCLMULQDQ/VPCLMULQDQ, or the ARM equivalents), about 10x zlib's table-driven CRC32 on this
 #: machine (500 MB in 0.013 s against 0.12 s), the same polynomial and the same values.
-#: Like zlib it lets go of the GIL for a large buffer (measured: kept at 6,000 bytes, released
-#: at 8 KiB). For one event (a rows event is about 8 KiB) that costs more than it gives: the
-#: thread must win the GIL back, and while another thread runs Python that is a wait of the
-#: switch interval (5 ms), per event (measured with zlib: 1.9 us a CRC alone, 600 us beside a
-#: busy thread). Pieces of this size keep the GIL.
+#: Like zlib it lets go of the GIL for a buffer of more than about 5 KiB. For one event (a rows
+#: event is about 8 KiB) that costs more than it gives: the thread must win the GIL back, and
+#: while another thread runs Python that is a wait of the switch interval (5 ms), per event
+#: (measured with zlib: 1.9 us a CRC alone, 600 us beside a busy thread). Pieces of this size
+#: keep the GIL.
 CRC_PIECE = 4096
 
 

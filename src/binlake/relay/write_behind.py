@@ -14,7 +14,8 @@ The contract is the one the plain calls give, in order:
   ``drain`` makes all of it durable; the relay log writer drains before every fsync, rotation,
   close and torn-write crash point, so no use of a descriptor overtakes a queued write;
 - a failed write (``ENOSPC``, ``EFBIG``, ``EIO``) is kept: everything queued after it is
-  dropped, and the next ``submit`` or ``drain`` raises that ``OSError``;
+  dropped, and the next ``submit`` or ``drain`` raises that ``OSError`` (any other exception
+  in the thread, a bug, is kept and raised the same way, so no caller waits forever);
 - at most ``max_queued_bytes`` wait (``submit`` blocks until the thread catches up).
 
 What a crash loses is unchanged: bytes still queued are bytes not yet synced, which no caller
@@ -58,7 +59,7 @@ class WriteBehind:
         self._queue: deque[tuple[int, list[bytes], int]] = deque()
         self._queued = 0
         self._busy = False
-        self._error: OSError | None = None
+        self._error: Exception | None = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
 
@@ -115,10 +116,10 @@ class WriteBehind:
                     return
 
 
-def _write(fd: int, buffers: list[bytes]) -> OSError | None:
+def _write(fd: int, buffers: list[bytes]) -> Exception | None:
     try:
         write_all(fd, buffers)
-    except OSError as exc:
+        start_writeback(fd)
+    except Exception as exc:  # raised by the caller's next submit or drain
         return exc
-    start_writeback(fd)
     return None
