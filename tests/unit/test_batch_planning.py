@@ -3,15 +3,22 @@ transactions a table skips by position, and the refusals (statement format, XA, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
+
 import pytest
 
 from apply_testing import RelayLog, relay_group, shop_map
 from binlake.apply.plan import BatchBuilder, Bounds, UnitKind, classify, statement_target
+from binlake.binlog.codec import BinlogEvent
+from binlake.binlog.format import FormatContext
 from binlake.binlog.names import TableName
+from binlake.binlog.rows import RowsEvent
 from binlake.binlog.transactions import EventGroup, GroupKind
 from binlake.ddl.statements import AlterTable, TruncateTable
 from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError, exit_code_for
 from binlake.position import SourcePosition, is_new_for
+from binlake.relay.reader import RelayGroup
 
 ORDERS = shop_map("orders")
 ITEMS = shop_map("items", table_id=71)
@@ -270,3 +277,37 @@ def test_unused_builders_keep_nothing_open() -> None:
     builder = BatchBuilder(Bounds())
     assert builder.flush() == [] and builder.open_batch is None
     assert not builder.due(1e9)
+
+
+def set_aside(group: RelayGroup) -> RelayGroup:
+    """``group`` as the relay reader gives a group past ``hold_bytes``: no rows event kept."""
+    kept = tuple(e for e in group.group.events if not isinstance(e.payload, RowsEvent))
+    events = EventGroup(group.group.kind, kept, group.group.gtid)
+    return replace(group, group=events, aside_context=FormatContext.default())
+
+
+def test_a_set_aside_group_reads_its_rows_again_at_each_pass_and_holds_none() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS, 3), insert(ITEMS), insert(ORDERS))  # type: ignore[arg-type]
+    (whole,) = log.transactions()
+    reads: list[int] = []
+
+    def events_of(group: RelayGroup) -> Iterator[BinlogEvent]:
+        reads.append(group.relay_end)
+        return iter(whole.group.events)  # what the relay file holds
+
+    unit = classify(set_aside(whole), everything, events_of)
+    assert unit.kind is UnitKind.ROWS and len(reads) == 1  # one pass, for its tables
+    assert unit.tables == {N("shop.orders"), N("shop.items")}
+    assert [m.table for m in unit.table_maps] == ["orders", "items"]
+    assert [r.table_map.table for r in unit.rows] == ["orders", "items", "orders"]
+    assert [len(r.event.rows) > 0 for r in unit.rows] == [True] * 3  # images read back
+    assert len(reads) == 3  # every pass reads again: nothing was kept between them
+
+
+def test_a_set_aside_group_without_a_way_to_read_it_again_is_refused() -> None:
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    (whole,) = log.transactions()
+    with pytest.raises(ApplyError, match="read again"):
+        classify(set_aside(whole), everything)

@@ -14,7 +14,7 @@ from binlake.binlog.rows import RowsEvent, make_rows_event
 from binlake.binlog.transactions import GroupKind
 from binlake.errors import LogCorruptionError
 from binlake.position import RelayPosition
-from binlake.relay.reader import RelayGroup, RelayReader, RelayRowsReader
+from binlake.relay.reader import RelayGroup, RelayReader, group_events
 from binlake.relay.writer import RelayLogWriter
 from binlog_builder import LogBuilder
 from binlog_fixtures import UTF8MB4, table_map
@@ -50,6 +50,10 @@ def rows_events(events_per_transaction: list[int], rows_per_event: int = 20) -> 
             log.add(make_rows_event("write", TM, rows))
         log.add(XidEvent(log.seq_no))
     return split_events(log)
+
+
+ROWS_NAMES = {"Write_rows_v1", "Update_rows_v1", "Delete_rows_v1", "Write_rows", "Update_rows",
+              "Delete_rows"}  # fmt: skip
 
 
 def rows_of(group: RelayGroup) -> list[tuple[int, RowsEvent]]:
@@ -154,25 +158,24 @@ def test_a_relay_file_shorter_than_its_durable_end_is_corruption(tmp_path: Path)
         list(RelayReader(tmp_path, writer.files[0]).read(limit))
 
 
-def test_a_group_past_hold_bytes_leaves_its_images_in_the_file_and_they_read_back_whole(
+def test_a_group_past_hold_bytes_keeps_no_rows_event_and_they_read_back_whole(
     tmp_path: Path,
 ) -> None:
     writer = write(tmp_path, rows_events([2, 40, 1]), max_file_size=1 << 30)
     limit = writer.position
     held = [g for g in RelayReader(tmp_path, writer.files[0]).read(limit) if rows_of(g)]
     reader = RelayReader(tmp_path, writer.files[0], chunk=4096, hold_bytes=20_000)
-    small, big, last = [g for g in reader.read(limit) if rows_of(g)]
+    small, big, last = [g for g in reader.read(limit) if g.group.is_transaction][-3:]
     assert small.aside_context is None and last.aside_context is None
     assert all(event.rows for _, event in rows_of(small) + rows_of(last))
     assert big.aside_context is not None
     assert sum(len(e.rows) for _, e in rows_of(held[1])) > 20_000  # the whole group's images
-    assert all(event.rows == b"" for _, event in rows_of(big))  # none kept, the first ones too
-    aside = RelayRowsReader(tmp_path)
-    try:
-        again = [aside.rows(big, offset, event) for offset, event in rows_of(big)]
-    finally:
-        aside.close()
-    assert again == [event for _, event in rows_of(held[1])]
+    assert rows_of(big) == []  # none kept, the first ones dropped too
+    kept = [e.type_name for e in big.group.events]
+    assert kept == [e.type_name for e in held[1].group.events if e.type_name not in ROWS_NAMES]
+    again = [(e.offset, e.payload) for e in group_events(tmp_path, big, chunk=4096)]
+    assert [(o, p) for o, p in again if isinstance(p, RowsEvent)] == rows_of(held[1])
+    assert [o for o, _ in again] == [e.offset for e in held[1].group.events]
     assert (big.relay_end, big.position, big.size) == (held[1].relay_end, held[1].position,
                                                       held[1].size)  # fmt: skip
 
@@ -182,16 +185,16 @@ def test_a_damaged_byte_in_a_set_aside_event_is_corruption_when_it_is_read_back(
 ) -> None:
     writer = write(tmp_path, rows_events([10]), max_file_size=1 << 30)
     writer.close()
+    (whole,) = [g for g in RelayReader(tmp_path, writer.files[0]).read(writer.position)
+                if rows_of(g)]  # fmt: skip
+    offset, _ = rows_of(whole)[3]
     reader = RelayReader(tmp_path, writer.files[0], hold_bytes=100)
-    (group,) = [g for g in reader.read(writer.position) if rows_of(g)]
-    offset, event = rows_of(group)[3]
+    (group,) = [g for g in reader.read(writer.position) if g.aside_context is not None]
     path = tmp_path / writer.files[0]
     data = bytearray(path.read_bytes())
     data[offset + 40] ^= 0xFF  # inside the event's images, after it was read
     path.write_bytes(bytes(data))
-    aside = RelayRowsReader(tmp_path)
     with pytest.raises(LogCorruptionError) as caught:
-        aside.rows(group, offset, event)
-    aside.close()
+        list(group_events(tmp_path, group))
     assert (caught.value.file, caught.value.offset) == (writer.files[0], offset)
     assert "CRC32" in caught.value.message and "binlake binlog recover" in caught.value.hint

@@ -41,13 +41,22 @@ from collections import Counter
 from collections.abc import Callable, Generator
 from contextlib import closing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from binlake.apply.accounting import RelayAccounting
 from binlake.apply.batch_apply import BatchApplier, BatchResult
 from binlake.apply.cuts import BatchEnd, CutRecorder
-from binlake.apply.plan import Batch, BatchBuilder, Bounds, Selected, Unit, classify
+from binlake.apply.plan import (
+    Batch,
+    BatchBuilder,
+    Bounds,
+    GroupEvents,
+    Selected,
+    Unit,
+    classify,
+)
 from binlake.apply.prefetch import ahead
 from binlake.binlog.names import TableName
 from binlake.config import Config
@@ -71,7 +80,7 @@ from binlake.metrics import (
 from binlake.position import RelayPosition, SourcePosition, at_or_before, before, earliest
 from binlake.relay import INDEX_NAME
 from binlake.relay.handoff import RelayProgress, RelayState
-from binlake.relay.reader import RelayGroup, RelayReader
+from binlake.relay.reader import RelayGroup, RelayReader, group_events
 from binlake.retry import Retry
 from binlake.snapshot.copier import TableCopy
 from binlake.snapshot.runner import SnapshotRunner
@@ -227,7 +236,6 @@ class Applier:
             on_drop=self.config.tables.on_drop,
             holds=accounting.holds,
             zero_dates=self.result.zero_dates if self.result.zero_dates is not None else Counter(),
-            relay_dir=self.config.state.relay_dir,
         )
         batches.copy_holds.add(self._snapshots.held())
         if self._session is not None:
@@ -359,7 +367,9 @@ class Applier:
         """The relay log's groups up to ``limit``, classified, read ahead on a thread while
         batches commit (``binlake.apply.prefetch``)."""
         selected = self.target.selected
-        return ahead((_classified(g, selected) for g in reader.read(limit)), _classified_size)
+        events_of = partial(group_events, self.config.state.relay_dir)
+        classified = (_classified(g, selected, events_of) for g in reader.read(limit))
+        return ahead(classified, _classified_size)
 
     def _batch_group(self, classified: Classified) -> None:
         """Count the group for the checkpoint and add its unit to the open batch (applying
@@ -565,9 +575,9 @@ class Applier:
 Classified = tuple[RelayGroup, Unit | BinlakeError]
 
 
-def _classified(group: RelayGroup, selected: Selected) -> Classified:
+def _classified(group: RelayGroup, selected: Selected, events_of: GroupEvents) -> Classified:
     try:
-        return group, classify(group, selected)
+        return group, classify(group, selected, events_of)
     except BinlakeError as error:
         return group, error
 

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 from binlake.apply.accounting import DdlHolds
 from binlake.apply.commit_queue import CommitQueue, commit_worker
@@ -64,7 +63,7 @@ from binlake.lake.table_actions import (
 from binlake.lake.tables import Lake, LakeTable
 from binlake.lake.write_path import Write
 from binlake.position import SourcePosition, is_new_for
-from binlake.relay.reader import RelayGroup, RelayRowsReader
+from binlake.relay.reader import RelayGroup
 from binlake.typemap import ZeroDateCounts, row_converter
 
 Changes = KeyedChanges | ChangeLog
@@ -106,7 +105,6 @@ class BatchApplier:
         on_drop: OnDrop,
         holds: DdlHolds,
         zero_dates: ZeroDateCounts,
-        relay_dir: Path,
     ) -> None:
         self.lake = lake
         self.selected = selected
@@ -118,13 +116,10 @@ class BatchApplier:
         #: Tables being copied: their changes wait (``apply.holds``).
         self.copy_holds = CopyHolds()
         self._commit_worker = commit_worker()
-        #: Reads the images of big groups' rows events from the relay log (``relay.reader``).
-        self.aside = RelayRowsReader(relay_dir)
 
     def close(self) -> None:
         """End the commit worker's thread (no commit is in flight between batches)."""
         self._commit_worker.shutdown(wait=True)
-        self.aside.close()
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         if not batch.transactions:
@@ -154,7 +149,6 @@ class BatchApplier:
             for source in _touched(batch):
                 attempt = partial(self._table_rows, batch, source, properties, commits)
                 self.lake.committing(source, attempt)
-        self.aside.close()  # a relay file the checkpoint then passes is not kept open
         for source, changes, write in commits.done:
             result.committed[source] += changes
             result.writes[source] = write
@@ -210,11 +204,8 @@ class BatchApplier:
     ) -> None:
         hints = table.hints(rows.table_map)
         convert = row_converter(rows.table_map, hints).convert
-        event = rows.event
-        if group.aside_context is not None:  # a big group: its images are in the relay file
-            event = self.aside.rows(group, rows.offset, event)
-        try:
-            decoded = decode_rows(event, rows.table_map, hints, offset=rows.offset)
+        try:  # a set-aside group's rows were just read again from the relay file (plan.AsideRows)
+            decoded = decode_rows(rows.event, rows.table_map, hints, offset=rows.offset)
         except BinlakeError as error:
             raise error.with_location(file=group.relay_file) from None
         kind = rows.event.kind
@@ -416,6 +407,6 @@ def _touched(batch: Batch) -> Iterator[TableName]:
     """The replicated tables ``batch``'s rows change, in the order they first appear."""
     seen: dict[TableName, None] = {}
     for unit in batch.units:
-        for rows in unit.rows:
-            seen.setdefault(rows.table_map.name, None)
+        for table_map in unit.table_maps:
+            seen.setdefault(table_map.name, None)
     return iter(seen)

@@ -4,7 +4,9 @@
 
 * ``ROWS``: a transaction (or a row statement of a non-transactional engine) with rows events
   for replicated tables: each rows event with the TABLE_MAP in force for it (the one logged in
-  the same transaction, never the source's current schema);
+  the same transaction, never the source's current schema); of a group the relay reader set
+  aside (past ``[applier] max_bytes``, holding no rows event), the rows are ``AsideRows``: read
+  again from the relay file each time they are gone through;
 * ``DDL``: a standalone statement ``parse_ddl`` recognises that names a replicated table (or
   drops a database);
 * ``NONE``: nothing for the lake (other tables, a rollback, GRANT, a control event...).
@@ -27,10 +29,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.names import TableName
 from binlake.binlog.rows import RowsEvent
@@ -81,16 +84,37 @@ class TableRows:
     recorded_hints: Mapping[str, str] | None = None
 
 
+#: Reads a set-aside group's events again from the relay file (``relay.reader.group_events``).
+GroupEvents = Callable[[RelayGroup], Iterator[BinlogEvent]]
+
+
+@dataclass(frozen=True, slots=True)
+class AsideRows:
+    """The rows events of a group the relay reader set aside (``RelayGroup.aside_context``):
+    read again from the relay file, images included, each time they are iterated, and held
+    only one at a time."""
+
+    group: RelayGroup
+    selected: Selected
+    events_of: GroupEvents
+
+    def __iter__(self) -> Iterator[TableRows]:
+        return _table_rows(self.group, self.selected, self.events_of(self.group))
+
+
 @dataclass(frozen=True, slots=True)
 class Unit:
     """One relay-log group as the applier sees it."""
 
     group: RelayGroup
     kind: UnitKind
-    rows: tuple[TableRows, ...] = ()
+    rows: tuple[TableRows, ...] | AsideRows = ()
     ddl: DdlStatement | None = None
     #: Replicated tables it touches.
     tables: frozenset[TableName] = frozenset()
+    #: Per replicated table it changes, in the order they first appear, the TABLE_MAP of its
+    #: last rows event.
+    table_maps: tuple[TableMap, ...] = ()
 
     @property
     def position(self) -> SourcePosition:
@@ -113,16 +137,24 @@ class Unit:
 # ---- classifying groups -------------------------------------------------------------------------
 
 
-def classify(group: RelayGroup, selected: Selected) -> Unit:
+def classify(group: RelayGroup, selected: Selected, events_of: GroupEvents | None = None) -> Unit:
     """The ``Unit`` of one relay-log group; ``selected`` says whether a table is
-    replicated."""
+    replicated; ``events_of`` reads a set-aside group's events again (once here, for its
+    tables, then each time its rows are iterated)."""
     kind = group.group.kind
     if kind in (GroupKind.CONTROL, GroupKind.ROLLBACK):
         return Unit(group, UnitKind.NONE)
     if kind is GroupKind.STATEMENT and _is_query_statement(group):
         return _statement(group, selected)
-    rows = _rows(group, selected)
-    tables = frozenset(r.table_map.name for r in rows)
+    rows: tuple[TableRows, ...] | AsideRows
+    if group.aside_context is None:
+        rows = tuple(_table_rows(group, selected, group.group.events))
+    elif events_of is None:
+        raise ApplyError("a set-aside group needs its relay log to be read again")
+    else:
+        rows = AsideRows(group, selected, events_of)
+    last_maps = {r.table_map.name: r.table_map for r in rows}
+    tables = frozenset(last_maps)
     if kind is GroupKind.XA_PREPARE and tables:
         names = ", ".join(str(t) for t in sorted(tables))
         raise ApplyError(
@@ -132,18 +164,22 @@ def classify(group: RelayGroup, selected: Selected) -> Unit:
             offset=group.group.start_offset,
             table=str(min(tables)),
         )
-    return Unit(group, UnitKind.ROWS if rows else UnitKind.NONE, rows, tables=tables)
+    kind_of = UnitKind.ROWS if tables else UnitKind.NONE
+    return Unit(group, kind_of, rows, tables=tables, table_maps=tuple(last_maps.values()))
 
 
 def _is_query_statement(group: RelayGroup) -> bool:
     return any(isinstance(e.payload, QueryEvent) for e in group.group.events)
 
 
-def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
+def _table_rows(
+    group: RelayGroup, selected: Selected, events: Iterable[BinlogEvent]
+) -> Iterator[TableRows]:
+    """The rows events of replicated tables in ``events`` (``group``'s), each with the
+    TABLE_MAP in force for it."""
     maps: dict[int, TableMap] = {}
     recorded: dict[tuple[str, str], Mapping[str, str]] = {}
-    out: list[TableRows] = []
-    for event in group.group.events:
+    for event in events:
         payload = event.payload
         if isinstance(payload, TableMap):
             maps[payload.table_id] = payload
@@ -162,10 +198,9 @@ def _rows(group: RelayGroup, selected: Selected) -> tuple[TableRows, ...]:
                 )
             if selected(table_map.name):
                 hints = recorded.get((table_map.schema, table_map.table))
-                out.append(TableRows(table_map, payload, event.offset, hints))
+                yield TableRows(table_map, payload, event.offset, hints)
         elif isinstance(payload, QueryEvent) and payload.keyword in DML_KEYWORDS:
             _refuse_statement(payload, group, event.offset, selected)
-    return tuple(out)
 
 
 def _statement(group: RelayGroup, selected: Selected) -> Unit:
@@ -274,7 +309,7 @@ class BatchBuilder:
             done += self.flush()
             done.append(Batch([unit], now, unit.group.size))
             return done
-        shapes = {r.table_map.name: shape(r.table_map) for r in unit.rows}
+        shapes = {m.name: shape(m) for m in unit.table_maps}
         batch = self._open
         if batch is not None and any(
             (kept := batch.shapes.get(table, s)) is not s and kept != s

@@ -11,10 +11,11 @@ events it has so far (a big transaction is not read again from its start with a 
 and a file is resumed with the format context saved at the last boundary. A rows event's
 ``raw`` bytes are not kept (``b""``): its payload holds its images, which is all the applier
 reads, and a transaction of a million rows is held once, not twice. A group whose images pass
-``hold_bytes`` keeps none of them: its rows events' payloads have empty ``rows`` and the group
-says so (``RelayGroup.aside_context``); ``RelayRowsReader`` reads each event again, whole and
-CRC32-checked, when it is applied. So a transaction of any size costs the applier memory per
-event, not per row.
+``hold_bytes`` keeps no rows event at all (its other events, the TABLE_MAPs among them, it
+keeps), and says so (``RelayGroup.aside_context``); ``group_events`` reads the group's events
+again from the relay file, whole and CRC32-checked, each time the applier goes through its
+rows. So a transaction of any size costs the applier the same memory: a chunk of the relay
+file, not a record per row or per event.
 
 Everything before ``limit`` is complete: a file older than the limit's file ends at a group
 boundary (rotation happens only there), and the limit itself is a boundary. So a group cut by
@@ -26,14 +27,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-from binlake.binlog.codec import BinlogEvent, decode_event
-from binlake.binlog.constants import HEADER_LEN
-from binlake.binlog.errors import BinlogFormatError, InvalidEventError, TruncatedEventError
+from binlake.binlog.codec import BinlogEvent
+from binlake.binlog.errors import BinlogFormatError, TruncatedEventError
 from binlake.binlog.format import FormatContext
-from binlake.binlog.header import decode_header
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
@@ -78,9 +77,9 @@ class RelayGroup:
     gtid_state: str
     #: Bytes the group occupies in the relay log.
     size: int
-    #: None: the rows events hold their images. Else the images were left in the relay file
-    #: (the group was larger than the reader's ``hold_bytes``): ``RelayRowsReader`` reads
-    #: them with this format context.
+    #: None: the group holds its rows events, with their images. Else the group was larger
+    #: than the reader's ``hold_bytes`` and holds no rows event: ``group_events`` reads its
+    #: events again from the relay file, in this format context.
     aside_context: FormatContext | None = None
 
     @property
@@ -195,8 +194,10 @@ class RelayReader:
                 if isinstance(event.payload, FormatContext):
                     parse.ctx = event.payload
                 elif type(event.payload) is RowsEvent:
-                    event = self._hold(event, event.payload, parse)
+                    self._hold(event.payload, parse)
                 group = grouper.feed(event)
+                if group is None and parse.aside and type(event.payload) is RowsEvent:
+                    grouper.open_events.pop()  # a set-aside group keeps no rows event
                 if group is not None:
                     aside, parse.held, parse.aside = parse.aside, 0, False
                     yield self._relay_group(group, parse.ctx, aside=aside)
@@ -215,17 +216,17 @@ class RelayReader:
                 hint="run `binlake binlog recover` on the relay folder while binlake is stopped",
             )
 
-    def _hold(self, event: BinlogEvent, payload: RowsEvent, parse: _Parse) -> BinlogEvent:
-        """``event`` (a rows event, ``payload``) as the open group keeps it: with its images
-        while the group's stay within ``hold_bytes``; from then on, the group's events
-        without them."""
-        if not parse.aside:
-            parse.held += len(payload.rows)
-            if parse.held <= self.hold_bytes:
-                return event
+    def _hold(self, payload: RowsEvent, parse: _Parse) -> None:
+        """Count a rows event's images into the open group; once they pass ``hold_bytes`` the
+        group is set aside: it drops the rows events it holds and keeps no more
+        (``group_events`` reads them again)."""
+        if parse.aside:
+            return
+        parse.held += len(payload.rows)
+        if parse.held > self.hold_bytes:
             parse.aside = True
-            parse.grouper.open_events[:] = [_aside(e) for e in parse.grouper.open_events]
-        return _aside(event)
+            events = parse.grouper.open_events
+            events[1:] = [e for e in events[1:] if type(e.payload) is not RowsEvent]
 
     def _relay_group(
         self, group: EventGroup, ctx: FormatContext | None, *, aside: bool
@@ -248,7 +249,7 @@ class RelayReader:
         )
 
     def _damaged(self, error: BinlogFormatError, base: int) -> LogCorruptionError:
-        offset = error.offset if error.offset is not None else base
+        offset = base + error.offset if error.offset is not None else base  # chunk -> file
         return _corruption(error, self._file, offset, error.event_type)
 
 
@@ -281,54 +282,35 @@ def _corruption(
     )
 
 
-def _aside(event: BinlogEvent) -> BinlogEvent:
-    """``event`` without its row images (a rows event's; any other event as it is)."""
-    payload = event.payload
-    if type(payload) is not RowsEvent or not payload.rows:
-        return event
-    return BinlogEvent(event.offset, event.header, replace(payload, rows=b""), b"")
-
-
-class RelayRowsReader:
-    """Reads again, whole and CRC32-checked, the rows events of groups whose images the
-    ``RelayReader`` left in the relay file (``RelayGroup.aside_context``). The caller closes
-    it; it keeps the last file it read open."""
-
-    def __init__(self, relay_dir: Path) -> None:
-        self.relay_dir = relay_dir
-        self._file: str | None = None
-        self._fd: int | None = None
-
-    def rows(self, group: RelayGroup, offset: int, read: RowsEvent) -> RowsEvent:
-        """The rows event at ``offset`` of ``group`` with its images (``read``: as the group
-        holds it, without them)."""
-        ctx = group.aside_context
-        assert ctx is not None, "the group holds its images"
-        path = self.relay_dir / group.relay_file
-        fd = self._open(group.relay_file)
-        try:
-            size = decode_header(_pread(fd, HEADER_LEN, offset, path)).event_size
-            payload = decode_event(_pread(fd, size, offset, path), ctx, offset).payload
-            if type(payload) is not RowsEvent or replace(payload, rows=b"") != read:
-                raise InvalidEventError("the event differs from the one read before")
-        except BinlogFormatError as error:
-            event_type = error.event_type or read.type_name
-            raise _corruption(error, group.relay_file, offset, event_type) from None
-        return payload
-
-    def _open(self, name: str) -> int:
-        if self._file == name and self._fd is not None:
-            return self._fd
-        self.close()
-        path = self.relay_dir / name
-        try:
-            self._fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise_os_error(exc, path, "opening a relay file")
-        self._file = name
-        return self._fd
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = self._file = None
+def group_events(relay_dir: Path, group: RelayGroup, chunk: int = CHUNK) -> Iterator[BinlogEvent]:
+    """The events of ``group`` (set aside: ``aside_context`` is not None) read again from its
+    relay file, in order, each whole and CRC32-checked, its rows event's images included (its
+    ``raw`` bytes are not kept, as ``RelayReader`` keeps none). ``chunk`` bytes are held at a
+    time. A damaged byte is ``LogCorruptionError``."""
+    ctx = group.aside_context
+    assert ctx is not None, "the group holds its events"
+    path = relay_dir / group.relay_file
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise_os_error(exc, path, "opening a relay file")
+    try:
+        at, end, size = group.group.start_offset, group.relay_end, chunk
+        while at < end:
+            data = _pread(fd, min(size, end - at), at, path)
+            stream = EventStream(data, ctx=ctx, expect_magic=False)
+            try:
+                for event in stream:
+                    raw = b"" if type(event.payload) is RowsEvent else event.raw
+                    yield BinlogEvent(event.offset + at, event.header, event.payload, raw)
+            except TruncatedEventError as error:
+                if at + len(data) >= end:
+                    cut = at + stream.last_good_offset
+                    raise _corruption(error, group.relay_file, cut, error.event_type) from None
+            except BinlogFormatError as error:
+                offset = at + (error.offset or 0)
+                raise _corruption(error, group.relay_file, offset, error.event_type) from None
+            size = size * 2 if stream.last_good_offset == 0 else chunk
+            at += stream.last_good_offset
+    finally:
+        os.close(fd)
