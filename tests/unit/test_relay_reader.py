@@ -147,6 +147,24 @@ def test_a_damaged_byte_before_the_limit_is_corruption_naming_file_and_offset(
     assert "binlake binlog recover" in caught.value.hint
 
 
+def test_a_damaged_event_in_a_later_chunk_is_reported_at_its_offset_in_the_file(
+    tmp_path: Path,
+) -> None:
+    writer = write(tmp_path, rows_events([30]), max_file_size=1 << 30)
+    writer.close()
+    limit = writer.position
+    (whole,) = [g for g in RelayReader(tmp_path, writer.files[0]).read(limit) if rows_of(g)]
+    offset, _ = rows_of(whole)[-1]
+    assert offset > 4096  # past the first chunk of the reader below
+    path = tmp_path / writer.files[0]
+    data = bytearray(path.read_bytes())
+    data[offset + 9] ^= 0x40  # its size field: an impossible event, found where it starts
+    path.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptionError) as caught:
+        list(RelayReader(tmp_path, writer.files[0], chunk=4096).read(limit))
+    assert (caught.value.file, caught.value.offset) == (writer.files[0], offset)
+
+
 def test_a_relay_file_shorter_than_its_durable_end_is_corruption(tmp_path: Path) -> None:
     events, _ = source_events(3)
     writer = write(tmp_path, events)
