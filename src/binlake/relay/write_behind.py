@@ -33,7 +33,9 @@ from binlake.storage.durable import start_writeback
 
 #: Buffers per ``writev`` call (Linux IOV_MAX is 1024).
 IOV_MAX = 1024
-DEFAULT_MAX_QUEUED_BYTES = 8 << 20
+#: Two gathered writes' worth (``FLUSH_BYTES`` each): the thread is never idle, and little
+#: is held.
+DEFAULT_MAX_QUEUED_BYTES = 2 << 20
 #: A thread with nothing to write for this long ends (``submit`` starts another when needed).
 IDLE_S = 1.0
 
