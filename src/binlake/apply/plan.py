@@ -150,7 +150,12 @@ def classify(group: RelayGroup, selected: Selected, events_of: GroupEvents | Non
     if group.aside_context is None:
         rows = tuple(_table_rows(group, selected, group.group.events))
     elif events_of is None:
-        raise ApplyError("a set-aside group needs its relay log to be read again")
+        raise ApplyError(
+            "a set-aside group needs its relay log to be read again",
+            file=group.relay_file,
+            offset=group.group.start_offset,
+            hint="a caller of classify passed no events_of (a bug: report it)",
+        )
     else:
         rows = AsideRows(group, selected, events_of)
     last_maps = {r.table_map.name: r.table_map for r in rows}

@@ -238,19 +238,13 @@ class RelayLogWriter:
         transaction) raises its typed format error and nothing is written. ``crc_checked``: the
         caller verified this bytes object's CRC32 itself (see the module docstring).
         """
+        if crc_checked and self.append_rows_run((event,), 0):
+            return  # a rows event inside a transaction: type and size checked, written
         fd = self._require_open()
         crash_point("relay_before_append")
-        if (
-            crc_checked
-            and self._grouper.keeps_ends_inside_transaction
-            and type(event) is bytes
-            and self._framer.is_rows_frame(event)
-        ):
-            self._append_inside(fd, event)  # most of a stream: rows events
-            return
         decoded = self._verify(event, crc_checked)
         group = self._grouper.feed(decoded)
-        self._buffer(fd, event)
+        self._buffer(fd, (event,), len(event))
         crash_point("relay_after_append")
         self._offset += len(event)
         if type(decoded.payload) is FormatContext:
@@ -275,24 +269,11 @@ class RelayLogWriter:
             crash_point("relay_before_append")
             run = events[start:end]
             size = sum(map(len, run))
-            if should_crash("relay_mid_event"):
-                self._tear(fd, run[0])
-            self._pending.extend(run)
-            self._pending_bytes += size
-            if self._pending_bytes >= FLUSH_BYTES:
-                self._flush(fd)
+            self._buffer(fd, run, size)
             crash_point("relay_after_append")
             self._offset += size
-            self.last_group = None
+            self.last_group = None  # no rows event ends a transaction, nor stays in its group
         return end
-
-    def _append_inside(self, fd: int, event: bytes) -> None:
-        """A framed rows event inside a transaction: it completes no group and the grouper
-        keeps none of it, so it is only written (``append``'s fast path)."""
-        self._buffer(fd, event)
-        crash_point("relay_after_append")
-        self._offset += len(event)
-        self.last_group = None
 
     def _verify(self, event: bytes, crc_checked: bool) -> BinlogEvent:
         if len(event) < HEADER_LEN:
@@ -306,11 +287,12 @@ class RelayLogWriter:
             event, self._ctx, self._offset, crc_checked=crc_checked, rows_images=False
         )
 
-    def _buffer(self, fd: int, data: bytes) -> None:
+    def _buffer(self, fd: int, events: Sequence[bytes], size: int) -> None:
+        """Gather ``events`` (``size`` bytes in all) for the next hand-over."""
         if should_crash("relay_mid_event"):
-            self._tear(fd, data)
-        self._pending.append(data)
-        self._pending_bytes += len(data)
+            self._tear(fd, events[0])
+        self._pending.extend(events)
+        self._pending_bytes += size
         if self._pending_bytes >= FLUSH_BYTES:
             self._flush(fd)
 
