@@ -32,6 +32,7 @@ from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
 from maintain_testing import (
+    MAINTAIN_EVERYTHING,
     assert_cut_snapshots_tagged,
     maintaining_only,
     replicated_workload,
@@ -118,6 +119,31 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
             assert_maintain_tags_again_before_it_expires(config, spark, database, tagged)
         assert_history_is_exactly_once(config, spark)
     assert len(assert_verify_passes(config, spark)) == 2
+
+
+def test_replicate_killed_in_its_scheduled_round_beside_batches_restarts_exactly_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """`binlake replicate` with a scheduled round (on its own thread, beside the batches of the
+    changes waiting on the source) killed once the round's compaction committed: the restart
+    applies what the killed run had not (its own first round beside it)."""
+    database = "crash_scheduled"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    config.write_text(config.read_text().replace("[maintenance]\n", SCHEDULED))
+    name = f"lake.{database}.keyed"
+    write_changes(source, database, 100)
+    killed = run_until_killed(config, "maintain_after_compact")
+    assert killed.returncode == -9, describe(killed)
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    assert "replace" in [s.operation for s in current_lineage(spark, name)]  # type: ignore[arg-type]
+    write_changes(source, database, 200)
+    replicate_in_process(config, spark)
+    assert_history_is_exactly_once(config, spark)
+    assert len(assert_verify_passes(config, spark)) == 2
+
+
+#: One round, at the start (the next would be an hour later).
+SCHEDULED = "[maintenance]\nschedule_s = 3600\n"
 
 
 def assert_maintain_tags_again_before_it_expires(

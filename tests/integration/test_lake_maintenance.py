@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -45,6 +47,7 @@ from binlake.lake.table_maintenance import (
 from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
+from binlake.maintain.schedule import ScheduledMaintenance
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_targets import TargetSetup
 from maintain_testing import (
@@ -167,7 +170,7 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
 
 
 @pytest.mark.parametrize("target", ["embedded", "cluster-jdbc"], indirect=True)
-def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_once(
+def test_replicate_with_scheduled_maintenance_maintains_beside_its_batches_exactly_once(
     source: MariaDBSandbox, spark: object, tmp_path: Path, target: TargetSetup
 ) -> None:
     """On the cluster the round's compaction, expiry and orphan listing are Spark jobs on its
@@ -187,6 +190,44 @@ def test_replicate_with_scheduled_maintenance_maintains_between_batches_exactly_
     assert len(assert_verify_passes(config, spark)) == 2  # (the session's metadata refreshed)
     operations = [s.operation for s in current_lineage(spark, keyed)]  # type: ignore[arg-type]
     assert "replace" in operations, f"no compaction commit in {operations}"
+    assert_history_is_exactly_once(config, spark)
+
+
+def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    """``step`` starts the round and returns; replication commits to the same tables while it
+    runs (Iceberg's retries settle any commit either side loses); ``close`` waits for it. A
+    second round cancelled by ``close(cancel=True)`` leaves the tables exact too."""
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    loaded = load_config(config)  # replicate's own rounds stay off: this test runs them
+    rounds = replace(loaded, maintenance=replace(loaded.maintenance, schedule_s=1.0))
+    stop = threading.Event()
+    output = io.StringIO()
+    maintenance = ScheduledMaintenance(rounds, spark, Console(output, live=False), stop)  # type: ignore[arg-type]
+    tables = [TableName(database, "keyed"), TableName(database, "keyless")]
+    maintenance.step(lambda: tables)
+    assert maintenance.running, "step returned before its round ended"
+    write_changes(source, database, 100)
+    replicate_in_process(config, spark)  # batches committed beside the round
+    maintenance.close(cancel=False)
+    assert not maintenance.running and maintenance.rounds == 1, output.getvalue()
+    assert "compact" in maintenance.steps and "expire" in maintenance.steps, output.getvalue()
+    keyed = lake_target(loaded).lake_table(tables[0])
+    assert "replace" in [s.operation for s in current_lineage(spark, keyed)]  # type: ignore[arg-type]
+    assert len(assert_verify_passes(config, spark)) == 2
+    assert_history_is_exactly_once(config, spark)
+    write_changes(source, database, 200)
+    replicate_in_process(config, spark)
+    time.sleep(1.0)  # schedule_s: the next round is due
+    maintenance.step(lambda: tables)
+    assert maintenance.running
+    maintenance.close(cancel=True)
+    assert not maintenance.running and maintenance.rounds == 2, output.getvalue()
+    write_changes(source, database, 300)
+    replicate_in_process(config, spark)
+    assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
 
 

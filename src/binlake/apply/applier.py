@@ -189,9 +189,14 @@ class Applier:
 
     def run(self) -> ApplyResult:
         try:
-            state = self._start()
-            if state is not None:
-                self._loop()
+            try:
+                state = self._start()
+                if state is not None:
+                    self._loop()
+            except BaseException:
+                self.maintenance.close(cancel=True, raise_failure=False)
+                raise
+            self.maintenance.close(cancel=self._stop.is_set())  # caught up: the round ends
         except SourceWaitAbandoned:
             pass  # stopped while waiting for the source: the open batch is read again next time
         finally:
