@@ -477,7 +477,8 @@ def live_run(
             stop.set()
 
     with rounds.recording():
-        prime = f"UPDATE bench.{name} SET a = a + 1 WHERE id = 1"  # a preloaded row, there at the start
+        # A preloaded row, there at the start.
+        prime = f"UPDATE bench.{name} SET a = a + 1 WHERE id = 1"
         binlake_live(config, live.spark, workload, name, prime)
     for thread in threads:
         thread.join()

@@ -231,6 +231,55 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     assert_history_is_exactly_once(config, spark)
 
 
+class WatchedLock:
+    """A lock that tells when someone starts waiting for it (``with``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.waiting = threading.Event()
+
+    def __enter__(self) -> WatchedLock:
+        self.waiting.set()
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def test_a_maintainers_expiry_waits_for_its_lock_which_cut_recording_shares(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    """A scheduled round's expiry holds ``expiry`` from its cut tags to its end (the applier's
+    cut recording skips a try while it is held): held by someone else, the expiry waits, after
+    the steps before it ran, and runs once it is free."""
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
+    expiry = WatchedLock()
+    console = Console(io.StringIO(), live=False)
+    maintainer = Maintainer(load_config(config), spark, console, expiry=expiry)  # type: ignore[arg-type]
+    keyed = maintainer.tables()[0]
+    name = f"lake.{database}.keyed"
+    before = len(snapshots(spark, name))  # type: ignore[arg-type]
+    reports: list[object] = []
+    with expiry.lock:
+        thread = threading.Thread(
+            target=lambda: reports.append(maintainer.maintain(keyed, orphans_due=False))
+        )
+        thread.start()
+        assert expiry.waiting.wait(120), "the maintainer never came to its expiry"
+        time.sleep(1.0)  # what an expiry not waiting would do meanwhile
+        assert thread.is_alive(), "the expiry did not wait for the lock"
+        operations = [s.operation for s in current_lineage(spark, name)]  # type: ignore[arg-type]
+        assert "replace" in operations, "the compaction before it ran"
+        held = len(snapshots(spark, name))  # type: ignore[arg-type]
+        assert held > before, "the compaction's snapshots are there: nothing expired"
+    thread.join(120)
+    assert not thread.is_alive() and reports
+    assert len(snapshots(spark, name)) < held, "the expiry ran once the lock was free"  # type: ignore[arg-type]
+    assert len(assert_verify_passes(config, spark)) == 2
+
+
 def test_pruning_after_a_compaction_removes_a_merges_position_deletes_and_keeps_every_row(
     spark: object,
 ) -> None:

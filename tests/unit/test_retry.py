@@ -54,6 +54,11 @@ VERSION_EXISTS = (
             "files that can apply to records matching true: [d.parquet]",
             "ValidationException: Found new conflicting delete files",
         ),
+        (
+            "org.apache.iceberg.exceptions.ValidationException: Deleted manifest "
+            "/w/t/metadata/fd91-m0.avro could not be found in the latest snapshot 6677023867",
+            "ValidationException: Deleted manifest",
+        ),
     ],
 )
 def test_another_writers_commit_is_a_conflict_with_icebergs_reason(text: str, reason: str) -> None:

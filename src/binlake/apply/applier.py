@@ -168,7 +168,7 @@ class Applier:
         self._snapshots = SnapshotRunner(config, spark, target, console)
         self._requests_checked = 0.0
         self.maintenance = ScheduledMaintenance(config, spark, console, self._stop)
-        self.cuts = CutRecorder(config, spark, target, console)
+        self.cuts = CutRecorder(config, spark, target, console, expiry=self.maintenance.expiry)
         self._retry = Retry(
             lambda: probe_catalog(spark, target),
             Backoff.from_config(config.receiver),

@@ -26,6 +26,7 @@ rewritten with the kept ones (``CutsTable.keep_only``; crash point ``cut_after_p
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,8 +67,14 @@ class CutRecorder:
         console: Console,
         *,
         clock: Callable[[], float] = time.monotonic,
+        expiry: threading.Lock | None = None,
     ) -> None:
         self.settings = config.cuts
+        #: Held by a scheduled maintenance round from its cut tags to the end of its snapshot
+        #: expiry (``maintain/schedule.py``, beside the batches): a cut recorded in between
+        #: would name a snapshot that expiry neither tagged nor must keep, so recording waits
+        #: for the next try (at the run's end, for the expiry to end).
+        self.expiry = expiry
         self.spark = spark
         self.target = target
         self.console = console
@@ -118,6 +125,15 @@ class CutRecorder:
         due = self._recorded_at is None or clock - self._recorded_at >= self.settings.every_s
         if not (due or now):
             return
+        if self.expiry is not None and not self.expiry.acquire(blocking=now):
+            return  # a scheduled expiry runs: the next try records the cut
+        try:
+            self._record(end, holds, clock)
+        finally:
+            if self.expiry is not None:
+                self.expiry.release()
+
+    def _record(self, end: BatchEnd, holds: CopyHolds, clock: float) -> None:
         try:
             cut = self._cut(end, holds)
             if cut is not None:

@@ -99,7 +99,7 @@ MAINTENANCE_KEYS: tuple[Key, ...] = (
         float_value(0.0, 3650 * DAY_S, low_open=False),
         0.0,
         "binlake replicate runs this maintenance on its tables every this many seconds, "
-        "between batches; 0 = never (run binlake maintain instead)",
+        "beside its batches; 0 = never (run binlake maintain instead)",
     ),
     Key(
         "orphans_every_s",

@@ -51,7 +51,9 @@ CONFLICT_EXCEPTIONS = (
 VALIDATION_EXCEPTION = "org.apache.iceberg.exceptions.ValidationException"
 #: What Iceberg's ``ValidationException`` says when a concurrent commit conflicts with this one
 #: (a DELETE or a compaction removed or rewrote files this commit's deletes refer to, or added
-#: rows it must see); any other validation failure is not a conflict.
+#: rows it must see; or, for a manifest rewrite, another commit merged or replaced a manifest it
+#: replaces: seen with a scheduled round beside the applier's commits); any other validation
+#: failure is not a conflict.
 CONFLICT_VALIDATIONS = (
     "found conflicting",
     "found new conflicting",
@@ -59,6 +61,7 @@ CONFLICT_VALIDATIONS = (
     "missing required files",
     "found new delete for replaced data file",
     "found new position delete for replaced data file",
+    "could not be found in the latest snapshot",
 )
 _EXCEPTION_LINE = re.compile(r"(org\.apache\.iceberg\.exceptions\.\w+):\s*(.*)")
 

@@ -248,6 +248,11 @@ def rewrite_action(spark: SparkSession, name: str) -> Any:
     layout, the rewrite runs uncached)."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    # The action's threads take their SQL conf from the session active where they start
+    # (``SQLConf.get``): on a thread with none (a scheduled round's, maintain/schedule.py) a
+    # compaction's file groups could not find Iceberg's table-cache catalog
+    # (``CatalogNotFoundException: default_cache_iceberg``).
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
         spark._jsparkSession
     ).rewriteDataFiles(load_table(spark, name))

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -84,8 +85,12 @@ class Maintainer:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stop: threading.Event | None = None,
+        expiry: threading.Lock | None = None,
     ) -> None:
         self.config = config
+        #: Held from the expiry's cut tags to its end (a scheduled round shares it with the
+        #: applier's cut recording: ``binlake.apply.cuts.CutRecorder.expiry``).
+        self.expiry = expiry
         self.spark = spark
         self.console = console
         self.clock = clock
@@ -153,11 +158,20 @@ class Maintainer:
             older = now - timedelta(seconds=config.orphan_min_age_s)
             return remove_orphan_files(self.spark, catalog, identifier, older)
 
-        with sync.committing():
+        with sync.committing(), self._holding(step):
             counts = self._retry.run(work, self._refresh(table))
         sync.sync()  # Iceberg never fsyncs: the step's files are durable before the next one
         crash_point(f"maintain_after_{step.value}")
         return counts or {}
+
+    @contextmanager
+    def _holding(self, step: Step) -> Iterator[None]:
+        """``expiry`` held around the expiry step (its tags, then the expiry itself)."""
+        if step is not Step.EXPIRE or self.expiry is None:
+            yield
+            return
+        with self.expiry:
+            yield
 
     def _protect_cut_snapshots(self, table: TableName, sync: WarehouseSync) -> None:
         """Tag the table's snapshots that retained consistent cuts name (``binlake-cut-<id>``,

@@ -53,7 +53,14 @@ class ScheduledMaintenance:
         self.console = console
         self.spark = spark
         self._stop = stop
-        self._maintainer = Maintainer(config, spark, console, stop=stop) if self.every_s else None
+        #: Held by a round's expiry step; the applier's cut recording waits for it
+        #: (``binlake.apply.cuts.CutRecorder.expiry``).
+        self.expiry = threading.Lock()
+        self._maintainer = (
+            Maintainer(config, spark, console, stop=stop, expiry=self.expiry)
+            if self.every_s
+            else None
+        )
         #: The first round is due at the first chance (the start), then every ``every_s``.
         self._last = -math.inf
         self._config = config.maintenance
@@ -115,10 +122,6 @@ class ScheduledMaintenance:
 
     def _round(self, tables: list[TableName], now: float) -> None:
         context = self.spark.sparkContext
-        # A thread of its own has no active Spark session; Spark takes its SQL conf from the
-        # thread's (``SQLConf.get``), and so do the threads an Iceberg action starts (a
-        # compaction's file groups look up Iceberg's table-cache catalog there).
-        self._activate_session()
         context.setJobGroup(self._group or POOL, "binlake maintenance", interruptOnCancel=True)
         context.setLocalProperty("spark.scheduler.pool", POOL)
         try:
@@ -135,11 +138,6 @@ class ScheduledMaintenance:
             self.rounds += 1
             context.setLocalProperty("spark.scheduler.pool", None)  # type: ignore[arg-type]
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-
-    def _activate_session(self) -> None:
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(self.spark._jsparkSession)
 
     def _maintain(self, table: TableName, now: float) -> None:
         assert self._maintainer is not None
