@@ -309,5 +309,6 @@ def test_a_set_aside_group_without_a_way_to_read_it_again_is_refused() -> None:
     log = RelayLog()
     log.rows(insert(ORDERS))  # type: ignore[arg-type]
     (whole,) = log.transactions()
-    with pytest.raises(ApplyError, match="read again"):
+    with pytest.raises(ApplyError, match="read again") as caught:
         classify(set_aside(whole), everything)
+    assert caught.value.file == whole.relay_file and caught.value.hint

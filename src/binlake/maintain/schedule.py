@@ -68,10 +68,10 @@ class ScheduledMaintenance:
         self._orphans_last: dict[TableName, float] = {}
         #: Steps run so far (``compact``, ``expire``...), for the run's report and tests.
         self.steps: list[str] = []
-        #: Rounds ended so far (a round's thread appends, the applier's thread reads).
+        #: Rounds ended so far (a round's thread counts, the applier's thread reads).
         self.rounds = 0
         self._thread: threading.Thread | None = None
-        self._group: str | None = None
+        self._group = POOL  # the running round's Spark job group (``close`` cancels it)
         self._failure: BaseException | None = None
         #: Set by ``close(cancel=True)``: the round ends at its next table.
         self._stopping = threading.Event()
@@ -104,7 +104,7 @@ class ScheduledMaintenance:
         to the console, for a run already ending on an error of its own)."""
         thread = self._thread
         if thread is not None:
-            if cancel and self._group is not None:
+            if cancel:
                 self._stopping.set()
                 self.spark.sparkContext.cancelJobGroup(self._group)
             thread.join()
@@ -122,7 +122,7 @@ class ScheduledMaintenance:
 
     def _round(self, tables: list[TableName], now: float) -> None:
         context = self.spark.sparkContext
-        context.setJobGroup(self._group or POOL, "binlake maintenance", interruptOnCancel=True)
+        context.setJobGroup(self._group, "binlake maintenance", interruptOnCancel=True)
         context.setLocalProperty("spark.scheduler.pool", POOL)
         try:
             for table in tables:

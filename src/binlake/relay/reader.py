@@ -11,8 +11,9 @@ events it has so far (a big transaction is not read again from its start with a 
 and a file is resumed with the format context saved at the last boundary. A rows event's
 ``raw`` bytes are not kept (``b""``): its payload holds its images, which is all the applier
 reads, and a transaction of a million rows is held once, not twice. A group whose images pass
-``hold_bytes`` keeps no rows event at all (its other events, the TABLE_MAPs among them, it
-keeps), and says so (``RelayGroup.aside_context``); ``group_events`` reads the group's events
+``hold_bytes`` keeps no rows event (its other events, the TABLE_MAPs among them, it keeps; of a
+non-transactional engine's row statement, the rows event that ends it, which closes the
+group), and says so (``RelayGroup.aside_context``); ``group_events`` reads the group's events
 again from the relay file, whole and CRC32-checked, each time the applier goes through its
 rows. So a transaction of any size costs the applier the same memory: a chunk of the relay
 file, not a record per row or per event.
@@ -78,7 +79,8 @@ class RelayGroup:
     #: Bytes the group occupies in the relay log.
     size: int
     #: None: the group holds its rows events, with their images. Else the group was larger
-    #: than the reader's ``hold_bytes`` and holds no rows event: ``group_events`` reads its
+    #: than the reader's ``hold_bytes`` and holds no rows event (but a row statement's last,
+    #: which closed it): ``group_events`` reads its
     #: events again from the relay file, in this format context.
     aside_context: FormatContext | None = None
 
