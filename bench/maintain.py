@@ -42,9 +42,10 @@ runs; the other thresholds are the defaults); without: ``schedule_s = 0``. Per r
   p50, p95, max;
 * each scheduled maintenance round (the ``Maintainer`` of ``binlake.maintain.schedule``,
   recorded by a subclass put in its place for the run): when, the table's health, its steps with
-  Iceberg's counts and seconds;
-* the highest live / fresh ratio per query over the run (the issue's goal with maintenance on:
-  never above 2x).
+  Iceberg's counts and seconds; then the rounds' seconds and the bytes their compactions
+  rewrote in all;
+* per query, the live / fresh ratios over the run: the median, the highest (the issue's goal
+  with maintenance on: never above 2x) and how many samples were at or under 2x.
 
 Then the lag p95 with maintenance against without (the reference: the same script run).
 
@@ -60,6 +61,7 @@ from __future__ import annotations
 import argparse
 import io
 import random
+import statistics
 import tempfile
 import threading
 import time
@@ -419,6 +421,14 @@ class Rounds:
         total = sum(seconds for _, seconds, _ in self.done)
         rounds = len(self.done)
         say(f"  maintenance: {rounds} rounds, {total:.1f} s in all, the longest {longest:.1f} s")
+        rewrites = [
+            run.counts.get("rewritten_bytes_count", 0)
+            for _, _, report in self.done
+            if not isinstance(report, str)
+            for run in report.runs
+            if run.planned.step.value == "compact"
+        ]
+        say(f"  compactions: {len(rewrites)}, {sum(rewrites) / 1e6:,.1f} MB rewritten in all")
 
 
 def live_config(live: Run, name: str, maintained: bool) -> Path:
@@ -458,8 +468,9 @@ def preload_live(live: Run, rows: int, fresh: str) -> dict[str, Path]:
 
 def live_run(
     live: Run, name: str, config: Path, rows: int, fresh: str
-) -> tuple[list[float], dict[str, float]]:
-    """One live run on ``bench.name``: the lags, the highest live / fresh ratio per query."""
+) -> tuple[list[float], dict[str, list[float]]]:
+    """One live run on ``bench.name``: the lags, the live / fresh ratios of each query's
+    samples."""
     args = live.args
     replicate(config, live.spark)  # past the other table's binlog: the run starts caught up
     paced = Paced(live.source.sandbox, name, rows, churn=True)
@@ -488,7 +499,16 @@ def live_run(
     lag = lags(paced.commits, sorted(watch.seen))
     say("  " + describe_lag("binlake replicate", lag, len(paced.commits)))
     rounds.describe()
-    return lag, {query: max(ratios) for query, ratios in sampler.ratios.items()}
+    return lag, sampler.ratios
+
+
+def ratio_summary(ratios: list[float]) -> str:
+    """A query's live / fresh ratios over a run: median, highest, samples at or under 2x."""
+    at_most = sum(1 for ratio in ratios if ratio <= 2.0)
+    return (
+        f"median {statistics.median(ratios):.2f}x, highest {max(ratios):.2f}x, "
+        f"{at_most} of {len(ratios)} at or under 2x"
+    )
 
 
 def live_size(live: Run, rows: int) -> None:
@@ -505,11 +525,11 @@ def live_size(live: Run, rows: int) -> None:
             f"a delete and an insert a transaction) for {args.minutes:g} min, {how}:"
         )
         results[maintained] = live_run(live, name, config, rows, fresh)
-    for maintained, (_, highest) in results.items():
-        ratios = ", ".join(f"{query} {ratio:.2f}x" for query, ratio in highest.items())
+    for maintained, (_, samples) in results.items():
+        ratios = ", ".join(f"{query} {ratio_summary(r)}" for query, r in samples.items())
         goal = " (goal: never above 2x)" if maintained else ""
         how = "with" if maintained else "without"
-        say(f"live {rows:,} rows, {how} maintenance: highest live / fresh {ratios}{goal}")
+        say(f"live {rows:,} rows, {how} maintenance: live / fresh {ratios}{goal}")
     if len(results) < 2:  # --runs: one of the two
         return
     on, off = (p95(results[m][0]) if results[m][0] else float("nan") for m in (True, False))
