@@ -5,10 +5,14 @@ cuts name (which expiry must keep)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from binlake.config import Config, load_config
-from binlake.cuts import origin_of, protected_snapshots
+from binlake.cuts import Cut, origin_of, protected_snapshots
 from binlake.lake.commit import refs, snapshots
 from binlake.lake.cuts_table import CUT_TAG_PREFIX, CutsTable
 from binlake.lake.target import lake_target
@@ -121,3 +125,38 @@ def assert_cut_snapshots_tagged(config_path: Path, spark: object, table: str) ->
     for snapshot in named:
         spark.sql(f"SELECT count(*) FROM {lake} VERSION AS OF {snapshot}").collect()  # type: ignore[attr-defined]
     return named
+
+
+#: Another process holding a state folder's expiry lock, as `binlake maintain`'s expiry does:
+#: takes the lock of the folder in argv[1], says so, holds it until its standard input closes.
+_EXPIRY_HOLDER = """
+import sys
+from pathlib import Path
+from binlake.storage.expiry_lock import ExpiryLock
+with ExpiryLock(Path(sys.argv[1])):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextmanager
+def expiry_lock_held_by_another_process(state_dir: Path) -> Iterator[None]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _EXPIRY_HOLDER, str(state_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def recorded_cuts(config: Config, spark: object) -> list[Cut]:
+    """The consistent cuts this config's replication recorded (and retains)."""
+    cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
+    return [c for c in cuts if c.origin == origin_of(config)]

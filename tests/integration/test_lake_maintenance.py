@@ -49,14 +49,19 @@ from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance
 from binlake_dev.sandbox import MariaDBSandbox
+from lake_builder import master_position
 from lake_targets import TargetSetup
 from maintain_testing import (
     MAINTAIN_EVERYTHING,
     cut_snapshots,
+    expiry_lock_held_by_another_process,
+    recorded_cuts,
     replicated_workload,
     write_changes,
 )
 from replicate_testing import (
+    applied_offset,
+    assert_cuts_are_exact,
     assert_history_is_exactly_once,
     assert_verify_passes,
     lake_warehouse,
@@ -277,6 +282,41 @@ def test_a_maintainers_expiry_waits_for_its_lock_which_cut_recording_shares(
     thread.join(120)
     assert not thread.is_alive() and reports
     assert len(snapshots(spark, name)) < held, "the expiry ran once the lock was free"  # type: ignore[arg-type]
+    assert len(assert_verify_passes(config, spark)) == 2
+
+
+def test_replicate_records_no_cut_while_another_process_holds_the_expiry_lock(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    """`binlake maintain` on this host holds the state folder's expiry lock from its cut tags
+    to the end of its expiry (``binlake.storage.expiry_lock``): a `replicate` of that state
+    folder applies its batches meanwhile but records no cut, and at its end waits to record
+    the last one, which it does once the lock is free."""
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database)
+    loaded = load_config(config)
+    before = recorded_cuts(loaded, spark)
+    assert before, "the first run recorded its cut"
+    runs: list[object] = []
+    with expiry_lock_held_by_another_process(loaded.state.dir):
+        write_changes(source, database, 100)
+        end = master_position(source)
+        thread = threading.Thread(target=lambda: runs.append(replicate_in_process(config, spark)))
+        thread.start()
+        deadline = time.monotonic() + 120
+        while applied_offset(config, (database, "keyless")) < end.offset:
+            assert time.monotonic() < deadline, "the run never applied the new changes"
+            assert thread.is_alive(), "the run ended without its last cut"
+            time.sleep(0.2)
+        time.sleep(1.0)  # what a cut recording not waiting would do meanwhile
+        assert thread.is_alive(), "the run's last cut did not wait for the expiry lock"
+        assert recorded_cuts(loaded, spark) == before, "a cut was recorded under the lock"
+    thread.join(120)
+    assert not thread.is_alive() and runs
+    after = recorded_cuts(loaded, spark)
+    assert len(after) > len(before), "the last cut was recorded once the lock was free"
+    assert max(after, key=lambda cut: cut.cut_id).position == end
+    assert assert_cuts_are_exact(config, spark) == len(after)
     assert len(assert_verify_passes(config, spark)) == 2
 
 

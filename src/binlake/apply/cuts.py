@@ -26,7 +26,6 @@ rewritten with the kept ones (``CutsTable.keep_only``; crash point ``cut_after_p
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from binlake.lake.iceberg_meta import LakeTable, lake_tables, read_table
 from binlake.lake.session import SparkSession
 from binlake.lake.target import LakeTarget
 from binlake.position import SourcePosition, at_or_before
+from binlake.storage.expiry_lock import ExpiryLock
 
 #: Cuts beyond retention before the cuts table is rewritten.
 PRUNE_AFTER = 20
@@ -67,13 +67,13 @@ class CutRecorder:
         console: Console,
         *,
         clock: Callable[[], float] = time.monotonic,
-        expiry: threading.Lock | None = None,
+        expiry: ExpiryLock | None = None,
     ) -> None:
         self.settings = config.cuts
-        #: Held by a scheduled maintenance round from its cut tags to the end of its snapshot
-        #: expiry (``maintain/schedule.py``, beside the batches): a cut recorded in between
-        #: would name a snapshot that expiry neither tagged nor must keep, so recording waits
-        #: for the next try (at the run's end, for the expiry to end).
+        #: Held by a maintenance expiry from its cut tags to its end (a scheduled round beside
+        #: the batches, ``maintain/schedule.py``, or ``binlake maintain`` on this host): a cut
+        #: recorded in between would name a snapshot that expiry neither tagged nor must keep,
+        #: so recording waits for the next try (at the run's end, for the expiry to end).
         self.expiry = expiry
         self.spark = spark
         self.target = target

@@ -3,7 +3,8 @@ maintenance its health calls for (``binlake.maintain``): compaction of data and 
 removal of the delete files left applying to nothing, manifest rewrite, snapshot expiry,
 orphan-file removal, by the thresholds of ``[maintenance]``.
 
-Runs beside a running `binlake replicate` (it takes no lock: nothing it does moves a position);
+Runs beside a running `binlake replicate`: it takes no state lock (nothing it does moves a
+position), only the expiry lock its expiries share with that replicate's cut recording;
 ``--dry-run`` prints each table's numbers and the steps they call for, and changes nothing.
 """
 
@@ -45,11 +46,14 @@ def run_maintain(args: argparse.Namespace) -> int:
     from binlake.lake.session import build_session, spark_settings, stop_session
     from binlake.lake.target import lake_target
     from binlake.maintain.runner import Maintainer, TableReport
+    from binlake.storage.expiry_lock import ExpiryLock
 
     console = Console(interval_s=config.receiver.progress_interval_s)
     spark = build_session(spark_settings(lake_target(config), "binlake-maintain"))
     try:
-        maintainer = Maintainer(config, spark, console)
+        # Shared with a `binlake replicate` of the same state folder on this host: its cut
+        # recording waits while an expiry here runs (binlake.storage.expiry_lock).
+        maintainer = Maintainer(config, spark, console, expiry=ExpiryLock(config.state.dir))
         tables = maintainer.tables(only)
         missing = [t for t in only or () if t not in tables]
         for table in missing:

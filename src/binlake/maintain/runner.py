@@ -56,6 +56,7 @@ from binlake.lake.target_check import probe_catalog
 from binlake.maintain.plan import Planned, Step, plan_table
 from binlake.retry import Retry
 from binlake.source.policy import Backoff
+from binlake.storage.expiry_lock import ExpiryLock
 from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
 
 
@@ -85,11 +86,12 @@ class Maintainer:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stop: threading.Event | None = None,
-        expiry: threading.Lock | None = None,
+        expiry: ExpiryLock | None = None,
     ) -> None:
         self.config = config
-        #: Held from the expiry's cut tags to its end (a scheduled round shares it with the
-        #: applier's cut recording: ``binlake.apply.cuts.CutRecorder.expiry``).
+        #: Held from the expiry's cut tags to its end; the applier's cut recording yields to
+        #: it (``binlake.apply.cuts.CutRecorder.expiry``), in this process or, through the
+        #: state folder, in another on this host (``binlake.storage.expiry_lock``).
         self.expiry = expiry
         self.spark = spark
         self.console = console

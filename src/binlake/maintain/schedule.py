@@ -39,6 +39,7 @@ from binlake.errors import BinlakeError
 from binlake.lake.session import SparkSession
 from binlake.maintain.plan import orphans_due
 from binlake.maintain.runner import Maintainer, TableReport
+from binlake.storage.expiry_lock import ExpiryLock
 
 #: The Spark scheduler pool a round's jobs run in.
 POOL = "binlake-maintenance"
@@ -53,9 +54,9 @@ class ScheduledMaintenance:
         self.console = console
         self.spark = spark
         self._stop = stop
-        #: Held by a round's expiry step; the applier's cut recording waits for it
-        #: (``binlake.apply.cuts.CutRecorder.expiry``).
-        self.expiry = threading.Lock()
+        #: Held by a round's expiry step (or another process's, ``binlake maintain``); the
+        #: applier's cut recording waits for it (``binlake.apply.cuts.CutRecorder.expiry``).
+        self.expiry = ExpiryLock(config.state.dir)
         self._maintainer = (
             Maintainer(config, spark, console, stop=stop, expiry=self.expiry)
             if self.every_s
