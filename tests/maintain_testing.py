@@ -160,3 +160,15 @@ def recorded_cuts(config: Config, spark: object) -> list[Cut]:
     """The consistent cuts this config's replication recorded (and retains)."""
     cuts = CutsTable(spark, lake_target(config), config.cuts.identifier).read()  # type: ignore[arg-type]
     return [c for c in cuts if c.origin == origin_of(config)]
+
+
+def flock_waiters(path: Path) -> int:
+    """How many processes wait in ``flock`` for ``path`` (Linux's ``/proc/locks``: a blocked
+    request is a line with ``->``, naming the file's inode as its last ``:`` part)."""
+    inode = path.stat().st_ino
+    waiting = 0
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[-3].rsplit(":", 1)[-1] == str(inode):
+            waiting += 1
+    return waiting

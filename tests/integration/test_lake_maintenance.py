@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -48,6 +49,7 @@ from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance
+from binlake.storage.expiry_lock import EXPIRY_LOCK_FILE_NAME
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import master_position
 from lake_targets import TargetSetup
@@ -55,6 +57,8 @@ from maintain_testing import (
     MAINTAIN_EVERYTHING,
     cut_snapshots,
     expiry_lock_held_by_another_process,
+    flock_waiters,
+    maintaining_only,
     recorded_cuts,
     replicated_workload,
     write_changes,
@@ -64,6 +68,7 @@ from replicate_testing import (
     assert_cuts_are_exact,
     assert_history_is_exactly_once,
     assert_verify_passes,
+    binlake_command,
     lake_warehouse,
     module_source,
     replicate_in_process,
@@ -318,6 +323,41 @@ def test_replicate_records_no_cut_while_another_process_holds_the_expiry_lock(
     assert max(after, key=lambda cut: cut.cut_id).position == end
     assert assert_cuts_are_exact(config, spark) == len(after)
     assert len(assert_verify_passes(config, spark)) == 2
+
+
+def test_binlake_maintain_expires_only_once_another_process_lets_go_of_the_expiry_lock(
+    source: MariaDBSandbox, spark: object, tmp_path: Path
+) -> None:
+    """`binlake maintain` takes its config's state-folder expiry lock for each expiry (the lock
+    a `replicate`'s cut recording takes): held by another process, the command waits in it,
+    having expired nothing, and expires once it is free."""
+    database = f"lm_{uuid.uuid4().hex[:8]}"
+    config = replicated_workload(source, spark, tmp_path, database, maintaining_only("expire"))
+    loaded = load_config(config)
+    name = f"lake.{database}.keyed"
+    before = len(snapshots(spark, name))  # type: ignore[arg-type]
+    lock_file = loaded.state.dir / EXPIRY_LOCK_FILE_NAME
+    command = binlake_command("maintain", config, "--tables", f"{database}.keyed")
+    with expiry_lock_held_by_another_process(loaded.state.dir):
+        maintain = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while flock_waiters(lock_file) == 0:
+                assert maintain.poll() is None, "binlake maintain ended without waiting"
+                assert time.monotonic() < deadline, "binlake maintain never came to its expiry"
+                time.sleep(0.2)
+            spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+            assert len(snapshots(spark, name)) == before, "expired under the lock"  # type: ignore[arg-type]
+        except BaseException:
+            maintain.kill()
+            raise
+    out, err = maintain.communicate(timeout=300)
+    assert maintain.returncode == 0, err
+    assert "expire" in out, out
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    assert len(snapshots(spark, name)) < before, "the expiry ran once the lock was free"  # type: ignore[arg-type]
 
 
 def test_pruning_after_a_compaction_removes_a_merges_position_deletes_and_keeps_every_row(
