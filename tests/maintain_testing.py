@@ -5,10 +5,6 @@ cuts name (which expiry must keep)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from binlake.config import Config, load_config
@@ -125,35 +121,6 @@ def assert_cut_snapshots_tagged(config_path: Path, spark: object, table: str) ->
     for snapshot in named:
         spark.sql(f"SELECT count(*) FROM {lake} VERSION AS OF {snapshot}").collect()  # type: ignore[attr-defined]
     return named
-
-
-#: Another process holding a state folder's expiry lock, as `binlake maintain`'s expiry does:
-#: takes the lock of the folder in argv[1], says so, holds it until its standard input closes.
-_EXPIRY_HOLDER = """
-import sys
-from pathlib import Path
-from binlake.storage.expiry_lock import ExpiryLock
-with ExpiryLock(Path(sys.argv[1])):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-
-
-@contextmanager
-def expiry_lock_held_by_another_process(state_dir: Path) -> Iterator[None]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _EXPIRY_HOLDER, str(state_dir)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdin is not None and holder.stdout is not None
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        yield
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
 
 
 def recorded_cuts(config: Config, spark: object) -> list[Cut]:

@@ -51,12 +51,12 @@ from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance
 from binlake.storage.expiry_lock import EXPIRY_LOCK_FILE_NAME
 from binlake_dev.sandbox import MariaDBSandbox
+from expiry_holder import expiry_lock_held_by_another_process
 from lake_builder import master_position
 from lake_targets import TargetSetup
 from maintain_testing import (
     MAINTAIN_EVERYTHING,
     cut_snapshots,
-    expiry_lock_held_by_another_process,
     flock_waiters,
     maintaining_only,
     recorded_cuts,

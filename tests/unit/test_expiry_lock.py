@@ -5,54 +5,30 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from binlake.errors import FileAccessError
 from binlake.storage.expiry_lock import EXPIRY_LOCK_FILE_NAME, ExpiryLock
-
-#: A second process: takes the expiry lock of the folder in argv[1], says so, then holds it
-#: until its standard input closes.
-HOLDER = """
-import sys
-from pathlib import Path
-from binlake.storage.expiry_lock import ExpiryLock
-lock = ExpiryLock(Path(sys.argv[1]))
-with lock:
-    print("held", flush=True)
-    sys.stdin.read()
-"""
-
-
-def start_holder(state: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(state)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+from expiry_holder import let_go, start_expiry_holder
 
 
 def test_a_try_is_refused_while_another_process_holds_the_expiry_lock(tmp_path: Path) -> None:
-    holder = start_holder(tmp_path)
+    holder = start_expiry_holder(tmp_path)
     lock = ExpiryLock(tmp_path)
     try:
         assert not lock.acquire(blocking=False)
     finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=30)
+        let_go(holder)
     assert lock.acquire(blocking=False)  # the refusal left its thread lock free
     lock.release()
 
 
 def test_a_wait_ends_when_the_other_process_lets_go(tmp_path: Path) -> None:
-    holder = start_holder(tmp_path)
+    holder = start_expiry_holder(tmp_path)
     lock = ExpiryLock(tmp_path)
     acquired = threading.Event()
 
@@ -64,15 +40,13 @@ def test_a_wait_ends_when_the_other_process_lets_go(tmp_path: Path) -> None:
     waiter.start()
     time.sleep(0.3)
     assert not acquired.is_set(), "the wait did not wait for the other process"
-    assert holder.stdin is not None
-    holder.stdin.close()
-    holder.wait(timeout=30)
+    let_go(holder)
     waiter.join(timeout=30)
     assert acquired.is_set()
 
 
 def test_a_holder_killed_by_sigkill_leaves_no_stale_expiry_lock(tmp_path: Path) -> None:
-    holder = start_holder(tmp_path)
+    holder = start_expiry_holder(tmp_path)
     lock = ExpiryLock(tmp_path)
     assert not lock.acquire(blocking=False)
     os.kill(holder.pid, signal.SIGKILL)
@@ -124,3 +98,15 @@ def test_a_state_folder_made_after_the_lock_is_used_once_it_exists(tmp_path: Pat
     assert lock.path == state / EXPIRY_LOCK_FILE_NAME
     with lock:
         assert not ExpiryLock(state).acquire(blocking=False)
+
+
+def test_a_lock_file_that_cannot_be_opened_is_a_file_access_error(tmp_path: Path) -> None:
+    (tmp_path / EXPIRY_LOCK_FILE_NAME).mkdir()  # a folder where the lock file goes
+    lock = ExpiryLock(tmp_path)
+    with pytest.raises(FileAccessError) as caught:
+        lock.acquire(blocking=False)
+    assert caught.value.file == str(tmp_path / EXPIRY_LOCK_FILE_NAME)
+    assert "expiry lock" in str(caught.value) and caught.value.hint
+    (tmp_path / EXPIRY_LOCK_FILE_NAME).rmdir()
+    assert lock.acquire(blocking=False)  # the failure left its thread lock free
+    lock.release()
