@@ -145,6 +145,7 @@ def test_created_table_is_v2_merge_on_read_keyed_by_the_primary_key(spark: Spark
     assert metadata["format-version"] == 2
     props = metadata["properties"]
     assert {props[f"write.{op}.mode"] for op in ("delete", "update", "merge")} == {"merge-on-read"}
+    assert props["write.parquet.row-group-size-bytes"] == str(16 << 20)
     current = next(
         s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"]
     )

@@ -377,6 +377,7 @@ def test_create_table_statements_use_v2_merge_on_read_and_the_key() -> None:
     assert "`biu` DECIMAL(20,0) COMMENT 'BIGINT UNSIGNED'" in create
     assert "`dtm6` TIMESTAMP_NTZ COMMENT 'DATETIME(6)'" in create
     assert "'format-version'='2'" in create and "'write.merge.mode'='merge-on-read'" in create
+    assert f"'write.parquet.row-group-size-bytes'='{16 << 20}'" in create
     assert identifier == "ALTER TABLE `lake`.`shop`.`every_type` SET IDENTIFIER FIELDS `id`"
 
 

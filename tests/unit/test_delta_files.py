@@ -22,11 +22,13 @@ from binlake.lake.delta_files import (
     parquet_options,
     parse_layout,
     require_unique_keys,
+    row_group_bytes,
     row_group_rows,
     write_parquet,
 )
 from binlake.lake.iceberg_meta import NEVER, UNKNOWN, copy_bound, exact_at
 from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress
+from binlake.lake.sql import TABLE_PROPERTIES
 from binlake.lake.write_path import WRITE, WRITE_REASON, Write, WritePath, write_of
 from binlake.position import SourcePosition
 
@@ -203,6 +205,12 @@ def test_parquet_options_follow_the_tables_write_properties() -> None:
 def test_row_groups_are_bounded_by_the_row_group_size_property() -> None:
     table = pa.table({"id": pa.array(range(1000), pa.int64())})
     assert row_group_rows(table, {"write.parquet.row-group-size-bytes": "800"}) == 100
+
+
+def test_the_row_group_size_is_the_tables_property_or_icebergs_default() -> None:
+    assert row_group_bytes({"write.parquet.row-group-size-bytes": "4096"}) == 4096
+    assert row_group_bytes({}) == 128 << 20
+    assert row_group_bytes(TABLE_PROPERTIES) == 16 << 20  # what binlake creates tables with
 
 
 def test_the_parquet_file_has_field_ids_and_integer_decimals(

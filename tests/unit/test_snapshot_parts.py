@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from binlake.binlog.constants import ColumnType as T
@@ -34,7 +35,7 @@ from binlake.lake.snapshot_progress import (
     progress_of,
 )
 from binlake.position import SourcePosition
-from binlake.snapshot.chunk_files import FileTarget
+from binlake.snapshot.chunk_files import FileTarget, write_chunk_file
 from binlake.snapshot.chunk_task import ChunkPlan, KeyRange, chunk_query, chunk_source
 from binlake.snapshot.columns import ColumnSpec
 from binlake.snapshot.key_ranges import between, integer_bounds, ranges_between
@@ -71,6 +72,24 @@ def test_progress_reads_back_from_a_commit_summary() -> None:
     assert progress_of({SNAPSHOT: older.to_json()}) == older
     assert progress_of({"binlake.position": "bin.000001:4"}) is None
     assert progress_of({SNAPSHOT: "{not json"}) is None
+
+
+def test_a_copied_chunk_file_is_cut_into_row_groups_of_the_tables_size(tmp_path: Path) -> None:
+    """The copy writes the row groups the table's ``write.parquet.row-group-size-bytes`` asks
+    for (``row_group_bytes`` of Arrow data each), so a reader can split a large copied file."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    batches = [
+        pa.record_batch([pa.array(range(n, n + 1000), pa.int64())], schema=schema)
+        for n in range(0, 10_000, 1000)
+    ]  # 8,000 bytes of Arrow data each
+    small = FileTarget(str(tmp_path), "binlake-copy-x", schema, row_group_bytes=16_000)
+    path, _size, rows = write_chunk_file(small, 1, "a", iter(batches))
+    assert path is not None and rows == 10_000
+    groups = pq.ParquetFile(path).metadata
+    assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [2000] * 5
+    large = FileTarget(str(tmp_path), "binlake-copy-y", schema)  # 128 MiB: one row group
+    path, _size, rows = write_chunk_file(large, 1, "a", iter(batches))
+    assert path is not None and pq.ParquetFile(path).metadata.num_row_groups == 1
 
 
 def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: ColumnSpec) -> ChunkPlan:

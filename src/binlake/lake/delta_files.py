@@ -281,10 +281,15 @@ def _bloom_filters(properties: Mapping[str, str]) -> dict[str, dict[str, float]]
     return out
 
 
+def row_group_bytes(properties: Mapping[str, str]) -> int:
+    """The table's ``write.parquet.row-group-size-bytes`` (Iceberg's default without one)."""
+    return int(properties.get("write.parquet.row-group-size-bytes", str(DEFAULT_ROW_GROUP_BYTES)))
+
+
 def row_group_rows(rows: pa.Table, properties: Mapping[str, str]) -> int:
     """Rows per row group for ``write.parquet.row-group-size-bytes`` (from the rows' Arrow
     size: a first estimate of their Parquet size)."""
-    target = int(properties.get("write.parquet.row-group-size-bytes", str(DEFAULT_ROW_GROUP_BYTES)))
+    target = row_group_bytes(properties)
     per_row = max(int(rows.nbytes) // max(int(rows.num_rows), 1), 1)
     return max(target // per_row, 1)
 

@@ -73,7 +73,7 @@ from binlake.errors import (
 )
 from binlake.lake.chunk_jobs import ChunkJob
 from binlake.lake.commit import POSITION, latest_binlake_summary
-from binlake.lake.delta_files import parquet_options
+from binlake.lake.delta_files import parquet_options, row_group_bytes
 from binlake.lake.row_delta import DeltaTable, RowDeltaWriter
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
@@ -267,6 +267,7 @@ class TableCopier:
             copy_prefix(entry),
             layout.arrow_schema(),
             parquet_options(layout.properties, deletes=False),
+            row_group_bytes=row_group_bytes(layout.properties),
         )
         start = resume.progress.next[0] if resume.progress and resume.progress.next else None
         ranges = self.reads.ranges(shape, chunk_rows=self.chunk_rows, cores=self.cores, start=start)
