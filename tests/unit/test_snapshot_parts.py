@@ -27,6 +27,7 @@ from binlake.errors import (
     UnsupportedTypeError,
     UsageError,
 )
+from binlake.lake.delta_files import DeltaLayout, parse_layout
 from binlake.lake.snapshot_progress import (
     SNAPSHOT,
     SnapshotProgress,
@@ -38,6 +39,7 @@ from binlake.position import SourcePosition
 from binlake.snapshot.chunk_files import FileTarget, write_chunk_file
 from binlake.snapshot.chunk_task import ChunkPlan, KeyRange, chunk_query, chunk_source
 from binlake.snapshot.columns import ColumnSpec
+from binlake.snapshot.copier import chunk_file_target
 from binlake.snapshot.key_ranges import between, integer_bounds, ranges_between
 from binlake.source.table_shape import ColumnInfo, table_map_from_columns
 from binlake.storage.snapshot_plan import SnapshotPlan, take_requests, write_request
@@ -74,20 +76,41 @@ def test_progress_reads_back_from_a_commit_summary() -> None:
     assert progress_of({SNAPSHOT: "{not json"}) is None
 
 
+def _id_layout(properties: dict[str, str]) -> DeltaLayout:
+    """A table of one BIGINT key column ``id`` with ``properties``, as Iceberg's JSON gives it."""
+    schema = {
+        "type": "struct",
+        "schema-id": 0,
+        "identifier-field-ids": [1],
+        "fields": [{"id": 1, "name": "id", "required": True, "type": "long"}],
+    }
+    spec, order = {"spec-id": 0, "fields": []}, {"order-id": 0, "fields": []}
+    return parse_layout(
+        json.dumps(schema),
+        json.dumps(spec),
+        json.dumps(order),
+        properties,
+        format_version=2,
+        key=("id",),
+    )
+
+
 def test_a_copied_chunk_file_is_cut_into_row_groups_of_the_tables_size(tmp_path: Path) -> None:
-    """The copy writes the row groups the table's ``write.parquet.row-group-size-bytes`` asks
-    for (``row_group_bytes`` of Arrow data each), so a reader can split a large copied file."""
-    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    """A copy's tasks write the row groups the table's ``write.parquet.row-group-size-bytes``
+    asks for (that many bytes of Arrow data each), so a reader can split a large copied file;
+    a table without the property gets Iceberg's 128 MiB (here: one row group)."""
+    small = chunk_file_target(
+        str(tmp_path), "binlake-copy-x", _id_layout({"write.parquet.row-group-size-bytes": "16000"})
+    )
     batches = [
-        pa.record_batch([pa.array(range(n, n + 1000), pa.int64())], schema=schema)
+        pa.record_batch([pa.array(range(n, n + 1000), pa.int64())], schema=small.schema)
         for n in range(0, 10_000, 1000)
     ]  # 8,000 bytes of Arrow data each
-    small = FileTarget(str(tmp_path), "binlake-copy-x", schema, row_group_bytes=16_000)
     path, _size, rows = write_chunk_file(small, 1, "a", iter(batches))
     assert path is not None and rows == 10_000
     groups = pq.ParquetFile(path).metadata
     assert [groups.row_group(i).num_rows for i in range(groups.num_row_groups)] == [2000] * 5
-    large = FileTarget(str(tmp_path), "binlake-copy-y", schema)  # 128 MiB: one row group
+    large = chunk_file_target(str(tmp_path), "binlake-copy-y", _id_layout({}))
     path, _size, rows = write_chunk_file(large, 1, "a", iter(batches))
     assert path is not None and pq.ParquetFile(path).metadata.num_row_groups == 1
 

@@ -12,14 +12,15 @@ from binlake.config.layout import TableLayout
 from binlake.typemap import LakeSchema
 
 #: Parquet row groups of 16 MiB (Iceberg's default is 128 MiB). A reader splits a file only
-#: between row groups and skips a row group by its column bounds, so a compacted table of a
-#: few hundred MB in one file read in one task (10 M rows, 53 MB, ``local[2]``): a point
-#: lookup 0.95 s and a ``GROUP BY`` 1.8 s with 128 MiB row groups, 0.34 s and 1.16 s with
-#: 16 MiB, as fast as the same rows in four files (0.38 s, 1.19 s); the file 1.7% larger.
+#: between row groups and skips a row group only by its column bounds, and a compaction writes
+#: a table of up to a few hundred MB as one file. Compacted into one file, 10 M rows (53 MB,
+#: ``local[2]``) took 0.95 s for a point lookup and 1.8 s for a ``GROUP BY`` with 128 MiB row
+#: groups (one task reads all), 0.34 s and 1.16 s with 16 MiB: as fast as the same rows in four
+#: files (0.38 s, 1.19 s), the file 1.7% larger (docs/spark.md, "Row groups of 16 MiB").
 ROW_GROUP_BYTES = 16 << 20
 
 #: Table properties of every table binlake creates (a user may change any of them later with
-#: ``ALTER TABLE ... SET TBLPROPERTIES``; binlake never sets them again).
+#: ``ALTER TABLE ... SET TBLPROPERTIES``; binlake never sets these again).
 TABLE_PROPERTIES: Mapping[str, str] = {
     "format-version": "2",
     "write.delete.mode": "merge-on-read",

@@ -8,9 +8,9 @@ reading them did (docs/benchmarks.md). pyarrow encodes the batches the task hold
 The file is what Iceberg's own writer makes for the table: its schema comes from the table's
 current Iceberg schema (``FileTarget.schema``: each column's field id as ``PARQUET:field_id``,
 NOT NULL columns REQUIRED), the table's ``write.parquet.*`` options (codec and level, page and
-dictionary sizes, decimals of precision up to 18 as INT32/INT64), a CRC on every page. A null in
-a REQUIRED column (a zero date in a NOT NULL DATETIME) is an ``ApplyError`` naming the column,
-before the file exists.
+dictionary sizes, row-group size, decimals of precision up to 18 as INT32/INT64), a CRC on every
+page. A null in a REQUIRED column (a zero date in a NOT NULL DATETIME) is an ``ApplyError``
+naming the column, before the file exists.
 
 Names: ``<prefix>-<chunk>-<attempt>.parquet`` in the table's data folder; the prefix names the
 copy (``binlake-copy-<id>``), so a resumed copy finds files no commit references (an attempt

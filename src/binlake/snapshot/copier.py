@@ -73,7 +73,7 @@ from binlake.errors import (
 )
 from binlake.lake.chunk_jobs import ChunkJob
 from binlake.lake.commit import POSITION, latest_binlake_summary
-from binlake.lake.delta_files import parquet_options, row_group_bytes
+from binlake.lake.delta_files import DeltaLayout, parquet_options, row_group_bytes
 from binlake.lake.row_delta import DeltaTable, RowDeltaWriter
 from binlake.lake.schema import plan_evolution
 from binlake.lake.session import SparkSession
@@ -262,12 +262,8 @@ class TableCopier:
         resume: _Resume,
     ) -> ChunkPlan:
         layout = target.layout
-        files = FileTarget(
-            self.writer.data_folder(target, str(entry.table)),
-            copy_prefix(entry),
-            layout.arrow_schema(),
-            parquet_options(layout.properties, deletes=False),
-            row_group_bytes=row_group_bytes(layout.properties),
+        files = chunk_file_target(
+            self.writer.data_folder(target, str(entry.table)), copy_prefix(entry), layout
         )
         start = resume.progress.next[0] if resume.progress and resume.progress.next else None
         ranges = self.reads.ranges(shape, chunk_rows=self.chunk_rows, cores=self.cores, start=start)
@@ -354,6 +350,18 @@ class CopyProgressSink:
 
     def __init__(self) -> None:
         self.line: str | None = None
+
+
+def chunk_file_target(data_dir: str, prefix: str, layout: DeltaLayout) -> FileTarget:
+    """How a copy's tasks write the table's files: its schema with field ids, its
+    ``write.parquet.*`` options and its row-group size (``write.parquet.row-group-size-bytes``)."""
+    return FileTarget(
+        data_dir,
+        prefix,
+        layout.arrow_schema(),
+        parquet_options(layout.properties, deletes=False),
+        row_group_bytes=row_group_bytes(layout.properties),
+    )
 
 
 def copy_prefix(entry: PlanEntry) -> str:
