@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from binlake.errors import ApplyError
+from binlake.errors import ApplyError, TargetError
 from binlake.lake.delta_files import (
     FIELD_ID,
     DeltaLayout,
@@ -205,6 +206,39 @@ def test_parquet_options_follow_the_tables_write_properties() -> None:
 def test_row_groups_are_bounded_by_the_row_group_size_property() -> None:
     table = pa.table({"id": pa.array(range(1000), pa.int64())})
     assert row_group_rows(table, {"write.parquet.row-group-size-bytes": "800"}) == 100
+
+
+@pytest.mark.parametrize(
+    ("properties", "deletes", "key"),
+    [
+        ({"write.parquet.page-size-bytes": "1MB"}, False, "write.parquet.page-size-bytes"),
+        (
+            {"write.delete.parquet.compression-level": "high"},
+            True,
+            "write.delete.parquet.compression-level",
+        ),
+        (
+            {
+                "write.parquet.bloom-filter-enabled.column.id": "true",
+                "write.parquet.bloom-filter-fpp.column.id": "one percent",
+            },
+            False,
+            "write.parquet.bloom-filter-fpp.column.id",
+        ),
+    ],
+)
+def test_a_table_property_that_is_not_a_number_is_a_typed_error_naming_it(
+    properties: dict[str, str], deletes: bool, key: str
+) -> None:
+    with pytest.raises(TargetError) as caught:
+        parquet_options(properties, deletes=deletes)
+    assert key in str(caught.value) and repr(properties[key]) in str(caught.value)
+    assert "SET TBLPROPERTIES" in caught.value.hint and key in caught.value.hint
+
+
+def test_a_row_group_size_that_is_not_a_number_is_a_typed_error_naming_it() -> None:
+    with pytest.raises(TargetError, match=re.escape("write.parquet.row-group-size-bytes = '16M'")):
+        row_group_bytes({"write.parquet.row-group-size-bytes": "16M"})
 
 
 def test_the_row_group_size_is_the_tables_property_or_icebergs_default() -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from binlake.errors import ApplyError
+from binlake.errors import ApplyError, TargetError
 from binlake.lake.changes import misfit_error
 
 FIELD_ID = b"PARQUET:field_id"
@@ -241,12 +241,19 @@ def require_unique_keys(keys: pa.Table, table: str) -> None:
 
 def parquet_options(properties: Mapping[str, str], *, deletes: bool) -> dict[str, Any]:
     """pyarrow ``ParquetWriter`` options for the table's ``write.parquet.*`` properties
-    (``write.delete.parquet.*`` first for delete files, as Iceberg's writers read them)."""
+    (``write.delete.parquet.*`` first for delete files, as Iceberg's writers read them). A
+    property that should be a number and is not is a ``TargetError`` naming it."""
+
+    def key(name: str) -> str:
+        if deletes and f"write.delete.parquet.{name}" in properties:
+            return f"write.delete.parquet.{name}"
+        return f"write.parquet.{name}"
 
     def prop(name: str, default: str) -> str:
-        if deletes and f"write.delete.parquet.{name}" in properties:
-            return properties[f"write.delete.parquet.{name}"]
-        return properties.get(f"write.parquet.{name}", default)
+        return properties.get(key(name), default)
+
+    def whole(name: str, default: int) -> int:
+        return int(table_number(properties, key(name), default))
 
     codec = prop("compression-codec", "zstd").lower()
     options: dict[str, Any] = {
@@ -256,18 +263,33 @@ def parquet_options(properties: Mapping[str, str], *, deletes: bool) -> dict[str
         "store_schema": False,
         "write_page_checksum": True,
         "write_statistics": True,
-        "data_page_size": int(prop("page-size-bytes", str(1 << 20))),
-        "max_rows_per_page": int(prop("page-row-limit", "20000")),
-        "dictionary_pagesize_limit": int(prop("dict-size-bytes", str(2 << 20))),
+        "data_page_size": whole("page-size-bytes", 1 << 20),
+        "max_rows_per_page": whole("page-row-limit", 20000),
+        "dictionary_pagesize_limit": whole("dict-size-bytes", 2 << 20),
         "data_page_version": "2.0" if prop("page-version", "v1") == "v2" else "1.0",
     }
-    level = prop("compression-level", "")
-    if level:
-        options["compression_level"] = int(level)
+    if prop("compression-level", ""):
+        options["compression_level"] = whole("compression-level", 0)
     bloom = _bloom_filters(properties)
     if bloom:
         options["bloom_filter_options"] = bloom
     return options
+
+
+def table_number(properties: Mapping[str, str], key: str, default: float) -> float:
+    """The table property ``key`` as a number (``default`` without one); a value that is not
+    one (a user's ``ALTER TABLE ... SET TBLPROPERTIES``) is a ``TargetError`` naming it."""
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw) if isinstance(default, float) else int(raw)
+    except ValueError:
+        raise TargetError(
+            f"the Iceberg table's property {key} = {raw!r} is not a number",
+            hint=f"ALTER TABLE ... SET TBLPROPERTIES ('{key}' = '<a number>'), or UNSET it",
+        ) from None
+    return value
 
 
 def _bloom_filters(properties: Mapping[str, str]) -> dict[str, dict[str, float]]:
@@ -276,14 +298,15 @@ def _bloom_filters(properties: Mapping[str, str]) -> dict[str, dict[str, float]]
     for key, value in properties.items():
         if key.startswith(prefix) and value.strip().lower() == "true":
             column = key.removeprefix(prefix)
-            fpp = properties.get(f"write.parquet.bloom-filter-fpp.column.{column}", "0.01")
-            out[column] = {"fpp": float(fpp)}
+            fpp = table_number(properties, f"write.parquet.bloom-filter-fpp.column.{column}", 0.01)
+            out[column] = {"fpp": fpp}
     return out
 
 
 def row_group_bytes(properties: Mapping[str, str]) -> int:
     """The table's ``write.parquet.row-group-size-bytes`` (Iceberg's default without one)."""
-    return int(properties.get("write.parquet.row-group-size-bytes", str(DEFAULT_ROW_GROUP_BYTES)))
+    key = "write.parquet.row-group-size-bytes"
+    return int(table_number(properties, key, DEFAULT_ROW_GROUP_BYTES))
 
 
 def row_group_rows(rows: pa.Table, properties: Mapping[str, str]) -> int:
