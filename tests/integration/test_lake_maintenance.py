@@ -194,12 +194,12 @@ def test_replicate_with_scheduled_maintenance_maintains_beside_its_batches_exact
     old = plant_orphan(spark, keyed, age_s=2 * 86_400)
     write_changes(source, database, 100)
     run = replicate_until_caught_up(config, spark, target)
+    # Each step's line is printed once its commit landed. (The compaction's replace is not looked
+    # for in the lineage: a batch committed before the round's expiry may let it drop the replace.)
     for step in ("compact", "prune", "manifests", "expire", "orphans"):  # orphans: first round
         assert f"keyed: {step} in " in run.output, run.output
     assert not old.exists()
     assert len(assert_verify_passes(config, spark)) == 2  # (the session's metadata refreshed)
-    operations = [s.operation for s in current_lineage(spark, keyed)]  # type: ignore[arg-type]
-    assert "replace" in operations, f"no compaction commit in {operations}"
     assert_history_is_exactly_once(config, spark)
 
 
@@ -224,8 +224,9 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     maintenance.close(cancel=False)
     assert not maintenance.running and maintenance.rounds == 1, output.getvalue()
     assert "compact" in maintenance.steps and "expire" in maintenance.steps, output.getvalue()
-    keyed = lake_target(loaded).lake_table(tables[0])
-    assert "replace" in [s.operation for s in current_lineage(spark, keyed)]  # type: ignore[arg-type]
+    # The keyed table's compaction committed. (Not read from its lineage: when replication
+    # commits between the round's compaction and its expiry, the expiry may drop the replace.)
+    assert f"{tables[0]}: compact in " in output.getvalue(), output.getvalue()
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
     write_changes(source, database, 200)
