@@ -187,19 +187,26 @@ def hidden_rows(
     return sorted((str(r[0]), int(r[1])) for r in hits.collect())
 
 
-def convert(spark: SparkSession) -> tuple[int, int]:
-    """The table's equality deletes replaced by position deletes in one commit (a harness:
-    local warehouse, unpartitioned table); the files replaced and the positions written."""
+def convert(spark: SparkSession, name: str = TABLE) -> tuple[int, int]:
+    """Table ``name``'s equality deletes (on ``id``) replaced by position deletes in one commit
+    (a harness: local warehouse, unpartitioned table); the files replaced and the positions
+    written. Another writer's commit meanwhile is settled by Iceberg's retry: the files this
+    replaces are still there, and the deletes committed after its scan are left as they are."""
     jvm: Any = spark.sparkContext._jvm
     ice = jvm.org.apache.iceberg
-    table = ice.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, TABLE)
+    table = ice.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
     snapshot = table.currentSnapshot().snapshotId()
     data, equality = scan_files(table)
+    if not equality:
+        return 0, 0
     found = hidden_rows(spark, data, equality)
     out = os.path.join(
         local(str(table.location())), "data", f"converted-{uuid.uuid4().hex}.parquet"
     )
-    columns = [pa.array([p for p, _ in found]), pa.array([q for _, q in found], pa.int64())]
+    columns = [
+        pa.array([p for p, _ in found], pa.string()),
+        pa.array([q for _, q in found], pa.int64()),
+    ]
     pq.write_table(pa.table(columns, schema=POSITION_SCHEMA), out)
     metrics = ice.parquet.ParquetUtil.fileMetrics(
         ice.Files.localInput(out), ice.MetricsConfig.forPositionDelete(table)
