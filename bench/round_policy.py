@@ -114,15 +114,19 @@ def exact_live_run(
     lake = tuple(int(v) for v in live.spark.sql(query.format("lake.")).collect()[0])
     verdict = "the same" if source == lake else "DIFFERENT"
     bench.say(f"  source {source}, lake {lake}: {verdict}")
+    assert source == lake, "the candidate round lost or doubled rows"
     return out
 
 
 LIVE_RUN = bench.live_run
 
 if __name__ == "__main__":
-    if "--sections" in sys.argv and sys.argv[sys.argv.index("--sections") + 1] != "live":
+    sections = [a for a in sys.argv[1:] if a.startswith("--sections")]
+    if sections not in ([], ["--sections"], ["--sections=live"]) or (
+        sections == ["--sections"] and sys.argv[sys.argv.index("--sections") + 1] != "live"
+    ):
         sys.exit("bench/round_policy.py: only the live section (the commits section is binlake's)")
-    if "--sections" not in sys.argv:
+    if not sections:
         sys.argv[1:1] = ["--sections", "live"]
     bench.live_run = exact_live_run
     Maintainer.maintain = candidate_round  # type: ignore[method-assign]
