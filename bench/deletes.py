@@ -44,10 +44,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession, functions
 
-from _scale import LAKE_FILL, load_average
+from _scale import LAKE_FILL
 from binlake.lake.row_delta import RowDeltaWriter
 from binlake.lake.session import SparkSettings, build_session, stop_session
 from binlake.lake.sql import TABLE_PROPERTIES
+from maintain import queries, say, warm_time
 
 TABLE = "lake.bench_deletes.t"
 IDENTIFIER = "bench_deletes.t"
@@ -59,18 +60,6 @@ POSITION_SCHEMA = pa.schema(
     ]
 )
 ROWS_CHECK = f"SELECT count(*), sum(a), sum(hash(s)) FROM {TABLE}"
-
-
-def say(line: str) -> None:
-    print(f"{line}  [load {load_average()}]", flush=True)
-
-
-def queries(rows: int) -> dict[str, str]:
-    return {
-        "count(*)": f"SELECT count(*) FROM {TABLE}",
-        "point lookup": f"SELECT * FROM {TABLE} WHERE id = {rows // 2}",
-        "GROUP BY": f"SELECT a % 10 AS g, count(*), sum(d) FROM {TABLE} GROUP BY 1",
-    }
 
 
 def create(spark: SparkSession, rows: int) -> int:
@@ -96,15 +85,7 @@ def measure(
 ) -> dict[str, float]:
     spark.sql(f"REFRESH TABLE {TABLE}")
     kinds = dict(spark.sql(f"SELECT content, count(*) FROM {TABLE}.files GROUP BY 1").collect())
-    out = {}
-    for name, query in queries(rows).items():
-        spark.sql(query).collect()
-        times = []
-        for _ in range(3):
-            started = time.monotonic()
-            spark.sql(query).collect()
-            times.append(time.monotonic() - started)
-        out[name] = sorted(times)[1]
+    out = {name: warm_time(spark, query) for name, query in queries(TABLE, rows).items()}
     files = (
         f"{kinds.get(0, 0)} data, {kinds.get(1, 0)} position-delete, "
         f"{kinds.get(2, 0)} equality-delete files"
