@@ -18,7 +18,15 @@ from binlake.binlog.constants import (
     EventType,
 )
 from binlake.binlog.errors import ChecksumMismatchError, InvalidEventError
-from binlake.binlog.events import ControlPayload, decode_control, encode_control
+from binlake.binlog.events import (
+    MARIA_GTID_MIN_BODY,
+    AnnotateRowsEvent,
+    ControlPayload,
+    MariaGtidEvent,
+    XidEvent,
+    decode_control,
+    encode_control,
+)
 from binlake.binlog.format import (
     FormatContext,
     decode_format_description,
@@ -46,6 +54,20 @@ from binlake.binlog.tablemap import TableMap, decode_table_map, encode_table_map
 Payload = ControlPayload | FormatContext | TableMap | RowsEvent | RowsFrame
 #: An event header's size field (at offset 9).
 _SIZE_AT = struct.Struct("<I").unpack_from
+#: A MariaDB GTID body's fixed head (seq_no, domain_id, flags2) and an XID body.
+_GTID_HEAD = struct.Struct("<QIB").unpack_from
+_XID_BODY = struct.Struct("<Q")
+#: GTID flags after which more fields follow the fixed head.
+_GTID_MORE = (
+    MariaGtidEvent.FL_GROUP_COMMIT_ID
+    | MariaGtidEvent.FL_PREPARED_XA
+    | MariaGtidEvent.FL_COMPLETED_XA
+)
+_XID, _ANNOTATE_ROWS, _MARIA_GTID = (
+    int(EventType.XID),
+    int(EventType.ANNOTATE_ROWS),
+    int(EventType.MARIADB_GTID),
+)
 
 
 class BinlogEvent(NamedTuple):
@@ -153,6 +175,8 @@ class EventFramer:
                 self._flags_at[int(code)] = HEADER_LEN + at
         #: Per rows event type: the shortest such event (its flags and its checksum in it).
         self._rows_min = {code: at + 2 + self._trailer for code, at in self._flags_at.items()}
+        #: The type codes ``is_rows_frame`` may take: a caller's cheap first test.
+        self.rows_codes = frozenset(self._rows_min)
 
     def is_rows_frame(self, event: bytes) -> bool:
         """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
@@ -184,7 +208,36 @@ class EventFramer:
             at = self._flags_at[header.type_code]
             rows = RowsFrame(header.type_code, event[at] | (event[at + 1] << 8))
             return BinlogEvent(offset, header, rows, event)
-        return decode_event(event, self._ctx, offset, crc_checked=True, rows_images=False)
+        return self._frame_control(event, offset) or decode_event(
+            event, self._ctx, offset, crc_checked=True, rows_images=False
+        )
+
+    def _frame_control(self, event: bytes, offset: int) -> BinlogEvent | None:
+        """The events every MariaDB transaction brings besides its rows (a GTID with no commit
+        id and no XA, an ANNOTATE_ROWS, an XID) in their usual shapes, decoded in place: what
+        ``decode_event`` gives for them. None for anything else, which ``decode_event`` decodes
+        (and where anything is wrong, raises the precise error)."""
+        size = len(event)
+        if size < HEADER_LEN:
+            return None
+        header = EventHeader(*HEADER_STRUCT.unpack_from(event))
+        code, body_end = header.type_code, size - self._trailer
+        payload: ControlPayload
+        if header.event_size != size or body_end < HEADER_LEN:
+            return None
+        if code == _XID and body_end - HEADER_LEN == _XID_BODY.size:
+            payload = XidEvent(*_XID_BODY.unpack_from(event, HEADER_LEN))
+        elif code == _ANNOTATE_ROWS:
+            payload = AnnotateRowsEvent(event[HEADER_LEN:body_end])
+        elif code == _MARIA_GTID and body_end - HEADER_LEN == MARIA_GTID_MIN_BODY:
+            seq_no, domain_id, flags2 = _GTID_HEAD(event, HEADER_LEN)
+            if flags2 & _GTID_MORE:
+                return None
+            extra = event[HEADER_LEN + 13 : body_end].rstrip(b"\0")  # the zero padding
+            payload = MariaGtidEvent(seq_no, domain_id, flags2, None, None, extra)
+        else:
+            return None
+        return BinlogEvent(offset, header, payload, event)
 
 
 def decode_payload(type_code: int, body: memoryview, ctx: FormatContext, offset: int) -> Payload:

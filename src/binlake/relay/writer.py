@@ -79,6 +79,8 @@ Preamble = Callable[[FormatContext], bytes]
 DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 #: Appended bytes gathered before one ``writev`` hands them to the OS.
 FLUSH_BYTES = 1 << 20
+#: Where an event's type code is (in its common header).
+_TYPE_AT = 4
 
 #: The post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (event types 1..171).
 MARIADB_10_11_POST_HEADER_LENGTHS = bytes.fromhex(
@@ -212,6 +214,12 @@ class RelayLogWriter:
         return self._grouper.in_group
 
     @property
+    def rows_codes(self) -> frozenset[int]:
+        """The type codes ``append_rows_run`` may take in the current format (a caller tests
+        an event's type code against it before the call)."""
+        return self._framer.rows_codes
+
+    @property
     def files(self) -> list[str]:
         return self._index.names()
 
@@ -238,7 +246,12 @@ class RelayLogWriter:
         transaction) raises its typed format error and nothing is written. ``crc_checked``: the
         caller verified this bytes object's CRC32 itself (see the module docstring).
         """
-        if crc_checked and self.append_rows_run((event,), 0):
+        if (
+            crc_checked
+            and len(event) > _TYPE_AT
+            and event[_TYPE_AT] in self._framer.rows_codes
+            and self.append_rows_run((event,), 0)
+        ):
             return  # a rows event inside a transaction: type and size checked, written
         fd = self._require_open()
         crash_point("relay_before_append")
