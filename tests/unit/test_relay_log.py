@@ -24,7 +24,7 @@ from binlake.binlog.errors import (
     OrphanEventError,
     TruncatedEventError,
 )
-from binlake.binlog.events import MariaGtidEvent, XidEvent
+from binlake.binlog.events import AnnotateRowsEvent, MariaGtidEvent, XidEvent
 from binlake.binlog.format import FormatContext
 from binlake.binlog.rows import RowsFlag, make_rows_event
 from binlake.binlog.transactions import EventGroup
@@ -311,6 +311,24 @@ def test_a_run_of_rows_events_inside_a_transaction_is_appended_in_one_step(
     assert writer.last_group is None and writer.in_transaction
     writer.append(events[6], crc_checked=True)
     assert_transaction_written_verbatim(writer, events, start)
+
+
+def test_an_annotate_rows_inside_a_transaction_is_taken_on_the_run_path(
+    writer: RelayLogWriter,
+) -> None:
+    events = rows_transaction(2)  # GTID, TABLE_MAP, 2 rows events, XID
+    log = LogBuilder().header()
+    log.add(AnnotateRowsEvent(b"INSERT INTO t VALUES (0), (1)"))
+    received = [events[0], split_events(log)[-1], *events[1:]]
+    start = writer.position.offset
+    assert writer.append_rows_run(received, 1) == 1  # no transaction open: nothing taken
+    writer.append(received[0], crc_checked=True)
+    assert writer.append_rows_run(received, 1) == 2  # the ANNOTATE_ROWS; then a TABLE_MAP
+    writer.append(received[2], crc_checked=True)
+    assert writer.append_rows_run(received, 3) == 5
+    writer.append(received[5], crc_checked=True)
+    group = assert_transaction_written_verbatim(writer, received, start)
+    assert [e.type_name for e in group.events] == ["Gtid", "Xid"]
 
 
 def test_a_rows_run_that_is_not_bytes_is_not_taken_on_the_run_path(

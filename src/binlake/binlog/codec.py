@@ -175,8 +175,11 @@ class EventFramer:
                 self._flags_at[int(code)] = HEADER_LEN + at
         #: Per rows event type: the shortest such event (its flags and its checksum in it).
         self._rows_min = {code: at + 2 + self._trailer for code, at in self._flags_at.items()}
-        #: The type codes ``is_rows_frame`` may take: a caller's cheap first test.
-        self.rows_codes = frozenset(self._rows_min)
+        #: What ``rows_run_end`` takes besides them: ANNOTATE_ROWS, a statement's text, which
+        #: has nothing to frame but its size.
+        self._run_min = {**self._rows_min, _ANNOTATE_ROWS: HEADER_LEN + self._trailer}
+        #: The type codes ``rows_run_end`` may take: a caller's cheap first test.
+        self.run_codes = frozenset(self._run_min)
 
     def is_rows_frame(self, event: bytes) -> bool:
         """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
@@ -189,9 +192,11 @@ class EventFramer:
         return shortest is not None and size >= shortest and _SIZE_AT(event, 9)[0] == size
 
     def rows_run_end(self, events: Sequence[bytes], start: int) -> int:
-        """The end of the run of events from ``events[start]`` that ``is_rows_frame`` takes
-        (``start`` when the first is not one): the same test, one loop for the run."""
-        rows_min, size_at = self._rows_min, _SIZE_AT
+        """The end of the run of events from ``events[start]`` that ``is_rows_frame`` takes, or
+        that are ANNOTATE_ROWS with their declared size (``start`` when the first is neither):
+        the same test, one loop for the run. Inside a transaction none of them ends it or
+        opens another."""
+        rows_min, size_at = self._run_min, _SIZE_AT
         for end in range(start, len(events)):
             event = events[end]
             size = len(event)

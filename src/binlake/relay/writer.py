@@ -214,10 +214,10 @@ class RelayLogWriter:
         return self._grouper.in_group
 
     @property
-    def rows_codes(self) -> frozenset[int]:
+    def run_codes(self) -> frozenset[int]:
         """The type codes ``append_rows_run`` may take in the current format (a caller tests
         an event's type code against it before the call)."""
-        return self._framer.rows_codes
+        return self._framer.run_codes
 
     @property
     def files(self) -> list[str]:
@@ -249,7 +249,7 @@ class RelayLogWriter:
         if (
             crc_checked
             and len(event) > _TYPE_AT
-            and event[_TYPE_AT] in self._framer.rows_codes
+            and event[_TYPE_AT] in self._framer.run_codes
             and self.append_rows_run((event,), 0)
         ):
             return  # a rows event inside a transaction: type and size checked, written
@@ -268,10 +268,10 @@ class RelayLogWriter:
         self.last_group = group
 
     def append_rows_run(self, events: Sequence[bytes], start: int) -> int:
-        """Append, from ``events[start]``, the run of rows events that lie inside the open
-        transaction, each framed (type and size; their CRC32s checked by the caller, as
-        ``crc_checked`` says for ``append``) and gathered as one step: the receiver's path for
-        the bulk of a stream. Returns the index of the first event not taken (``start`` when
+        """Append, from ``events[start]``, the run of rows events (and ANNOTATE_ROWS) that lie
+        inside the open transaction, each framed (type and size; their CRC32s checked by the
+        caller, as ``crc_checked`` says for ``append``) and gathered as one step: the
+        receiver's path for the bulk of a stream. Returns the index of the first event not taken (``start`` when
         that one is not such an event, or no transaction is open): the caller appends that one
         with ``append``."""
         if not self._grouper.keeps_ends_inside_transaction:
@@ -285,7 +285,7 @@ class RelayLogWriter:
             self._buffer(fd, run, size)
             crash_point("relay_after_append")
             self._offset += size
-            self.last_group = None  # no rows event ends a transaction, nor stays in its group
+            self.last_group = None  # none of them ends a transaction, nor stays in its group
         return end
 
     def _verify(self, event: bytes, crc_checked: bool) -> BinlogEvent:

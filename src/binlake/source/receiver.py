@@ -395,12 +395,12 @@ class Receiver:
         events inside a transaction, most of a stream, are appended a run at a time."""
         writer = session.writer
         append_rows_run, stopping = writer.append_rows_run, self._stop.is_set
-        rows_codes = writer.rows_codes  # a first test only: append checks each event itself
+        run_codes = writer.run_codes  # a first test only: append checks each event itself
         appended = nbytes = transactions = 0
         at, end = 0, len(batch)
         while at < end:
             raw = batch[at]
-            if raw[4] in rows_codes:
+            if raw[4] in run_codes:
                 run_end = append_rows_run(batch, at)  # the client checked their CRC32s
                 if run_end > at:
                     appended += run_end - at
