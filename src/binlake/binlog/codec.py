@@ -63,11 +63,15 @@ _GTID_MORE = (
     | MariaGtidEvent.FL_PREPARED_XA
     | MariaGtidEvent.FL_COMPLETED_XA
 )
-_XID, _ANNOTATE_ROWS, _MARIA_GTID = (
+_XID, _ANNOTATE_ROWS, _MARIA_GTID, _TABLE_MAP = (
     int(EventType.XID),
     int(EventType.ANNOTATE_ROWS),
     int(EventType.MARIADB_GTID),
+    int(EventType.TABLE_MAP),
 )
+#: At most this many TABLE_MAP bodies are kept decoded (more tables than that: the rest are
+#: decoded each time).
+_TABLE_MAPS_KEPT = 4096
 
 
 class BinlogEvent(NamedTuple):
@@ -167,6 +171,9 @@ class EventFramer:
     def context(self, ctx: FormatContext) -> None:
         self._ctx = ctx
         self._trailer = ctx.checksum_len
+        #: TABLE_MAP bodies decoded in this context -> their payload (a table's TABLE_MAP
+        #: repeats in every transaction that changes it; only the header and CRC32 differ).
+        self._table_maps: dict[bytes, TableMap] = {}
         #: Per rows event type: where its flags are in the event.
         self._flags_at = {}
         for code in ROWS_TYPES:
@@ -213,27 +220,37 @@ class EventFramer:
             at = self._flags_at[header.type_code]
             rows = RowsFrame(header.type_code, event[at] | (event[at + 1] << 8))
             return BinlogEvent(offset, header, rows, event)
-        return self._frame_control(event, offset) or decode_event(
-            event, self._ctx, offset, crc_checked=True, rows_images=False
-        )
+        framed = self._frame_control(event, offset)
+        if framed is None:
+            framed = decode_event(event, self._ctx, offset, crc_checked=True, rows_images=False)
+            table_map = framed.payload
+            if isinstance(table_map, TableMap) and len(self._table_maps) < _TABLE_MAPS_KEPT:
+                self._table_maps[event[HEADER_LEN : len(event) - self._trailer]] = table_map
+        return framed
 
     def _frame_control(self, event: bytes, offset: int) -> BinlogEvent | None:
         """The events every MariaDB transaction brings besides its rows (a GTID with no commit
-        id and no XA, an ANNOTATE_ROWS, an XID) in their usual shapes, decoded in place: what
-        ``decode_event`` gives for them. None for anything else, which ``decode_event`` decodes
-        (and where anything is wrong, raises the precise error)."""
+        id and no XA, an ANNOTATE_ROWS, an XID) in their usual shapes, decoded in place, and a
+        TABLE_MAP whose body was decoded before: what ``decode_event`` gives for them. None
+        for anything else, which ``decode_event`` decodes (and where anything is wrong, raises
+        the precise error)."""
         size = len(event)
         if size < HEADER_LEN:
             return None
         header = EventHeader(*HEADER_STRUCT.unpack_from(event))
         code, body_end = header.type_code, size - self._trailer
-        payload: ControlPayload
+        payload: Payload
         if header.event_size != size or body_end < HEADER_LEN:
             return None
         if code == _XID and body_end - HEADER_LEN == _XID_BODY.size:
             payload = XidEvent(*_XID_BODY.unpack_from(event, HEADER_LEN))
         elif code == _ANNOTATE_ROWS:
             payload = AnnotateRowsEvent(event[HEADER_LEN:body_end])
+        elif code == _TABLE_MAP:
+            known = self._table_maps.get(event[HEADER_LEN:body_end])
+            if known is None:
+                return None
+            payload = known
         elif code == _MARIA_GTID and body_end - HEADER_LEN == MARIA_GTID_MIN_BODY:
             seq_no, domain_id, flags2 = _GTID_HEAD(event, HEADER_LEN)
             if flags2 & _GTID_MORE:
