@@ -252,7 +252,7 @@ class RelayLogWriter:
             and event[_TYPE_AT] in self._framer.run_codes
             and self.append_rows_run((event,), 0)
         ):
-            return  # a rows event inside a transaction: type and size checked, written
+            return  # a rows event or ANNOTATE_ROWS inside a transaction: checked, written
         fd = self._require_open()
         crash_point("relay_before_append")
         decoded = self._verify(event, crc_checked)
@@ -271,9 +271,9 @@ class RelayLogWriter:
         """Append, from ``events[start]``, the run of rows events (and ANNOTATE_ROWS) that lie
         inside the open transaction, each framed (type and size; their CRC32s checked by the
         caller, as ``crc_checked`` says for ``append``) and gathered as one step: the
-        receiver's path for the bulk of a stream. Returns the index of the first event not taken (``start`` when
-        that one is not such an event, or no transaction is open): the caller appends that one
-        with ``append``."""
+        receiver's path for the bulk of a stream. Returns the index of the first event not
+        taken (``start`` when that one is not such an event, or no transaction is open): the
+        caller appends that one with ``append``."""
         if not self._grouper.keeps_ends_inside_transaction:
             return start
         end = self._framer.rows_run_end(events, start)
