@@ -40,6 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from binlake.config import config_from_mapping
 from binlake.source.client import DumpStart, SourceConnection
@@ -154,7 +155,9 @@ def fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def time_mariadb_binlog(sandbox: MariaDBSandbox, work: Path, *, durable: str = "") -> Timing:
+def time_mariadb_binlog(
+    sandbox: MariaDBSandbox, work: Path, *, durable: Literal["", "fsync", "follow"] = ""
+) -> Timing:
     """Events are counted by binlake's run (the same stream); set by the caller. ``durable``:
     "" for the plain run; "fsync": the files it wrote, and their folder, fsynced before the
     clock stops; "follow": writeback started as the files grow, then the same fsyncs."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Callable
 from functools import partial
 
 from hypothesis import example, given
@@ -29,9 +30,8 @@ OTHER_TYPES = (EventType.QUERY, EventType.TABLE_MAP, EventType.WRITE_ROWS_V1, Ev
 GTID_FLAGS = st.sampled_from([0, 1, 2, 4, 8, 32, 64, 128, 0x0D, 0xFF])
 
 
-def outcome(call: object) -> BinlogEvent | tuple[type[BaseException], str]:
+def outcome(call: Callable[[], BinlogEvent]) -> BinlogEvent | tuple[type[BaseException], str]:
     """What a framing call returns, or the type and text of what it raises."""
-    assert callable(call)
     try:
         result = call()
     except BinlakeError as error:
