@@ -55,7 +55,7 @@ Payload = ControlPayload | FormatContext | TableMap | RowsEvent | RowsFrame
 #: An event header's size field (at offset 9).
 _SIZE_AT = struct.Struct("<I").unpack_from
 #: A MariaDB GTID body's fixed head (seq_no, domain_id, flags2) and an XID body.
-_GTID_HEAD = struct.Struct("<QIB").unpack_from
+_GTID_HEAD = struct.Struct("<QIB")
 _XID_BODY = struct.Struct("<Q")
 #: GTID flags after which more fields follow the fixed head.
 _GTID_MORE = (
@@ -152,8 +152,10 @@ def decode_event(
 
 class EventFramer:
     """Events whose CRC32 the caller has just checked, framed for grouping: what
-    ``decode_event(event, ctx, offset, crc_checked=True, rows_images=False)`` gives, with a fast
-    path for the bulk of a stream, rows events (one header unpack, their flags read in place).
+    ``decode_event(event, ctx, offset, crc_checked=True, rows_images=False)`` gives, with fast
+    paths for the bulk of a stream: rows events (one header unpack, their flags read in place),
+    the GTID, ANNOTATE_ROWS and XID of each transaction (decoded in place), and TABLE_MAPs whose
+    body was decoded before (kept per format context).
 
     The relay log writer frames every received event with it; ``context`` follows the stream's
     FORMAT_DESCRIPTIONs (the caller sets it)."""
@@ -252,10 +254,10 @@ class EventFramer:
                 return None
             payload = known
         elif code == _MARIA_GTID and body_end - HEADER_LEN == MARIA_GTID_MIN_BODY:
-            seq_no, domain_id, flags2 = _GTID_HEAD(event, HEADER_LEN)
+            seq_no, domain_id, flags2 = _GTID_HEAD.unpack_from(event, HEADER_LEN)
             if flags2 & _GTID_MORE:
                 return None
-            extra = event[HEADER_LEN + 13 : body_end].rstrip(b"\0")  # the zero padding
+            extra = event[HEADER_LEN + _GTID_HEAD.size : body_end].rstrip(b"\0")  # the padding
             payload = MariaGtidEvent(seq_no, domain_id, flags2, None, None, extra)
         else:
             return None
