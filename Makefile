@@ -6,7 +6,7 @@
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
 #                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
-#                    (python -m binlake.lake.runtime: builds once, verifies checksums after)
+#                    (python -m binlake.lake.spark.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
 #   make lint        ruff check, ruff format --check, mypy --strict
 #   make soak        the slow soak: kill -9 at random during a mixed workload with DDL, plus
@@ -43,7 +43,7 @@ APT_PACKAGES := mariadb-server mariadb-client
 JAVA_APT_PACKAGE := openjdk-17-jre-headless
 JARJAR_JAR := /usr/share/java/jarjar.jar
 JARJAR_APT_PACKAGE := libjarjar-java
-# The embedded catalog is Iceberg's JDBC catalog on an SQLite file (binlake.lake.embedded_catalog).
+# The embedded catalog is Iceberg's JDBC catalog on an SQLite file (binlake.lake.catalog.embedded).
 SQLITE_JDBC_JAR := /usr/share/java/sqlite-jdbc.jar
 SQLITE_JDBC_APT_PACKAGE := libxerial-sqlite-jdbc-java
 # Iceberg's JDBC catalog in the tests: a throwaway PostgreSQL server (binlake_dev.postgres runs
@@ -121,7 +121,7 @@ $(DEV_STAMP): pyproject.toml dev/pyproject.toml | $(VENV_PY)
 venv: $(DEV_STAMP)
 
 spark-deps: deps venv
-	@$(VENV_PY) -m binlake.lake.runtime
+	@$(VENV_PY) -m binlake.lake.spark.runtime
 
 # Our own modules byte-compiled before a run: pip never compiles an editable install, and with
 # PYTHONDONTWRITEBYTECODE set (as on these machines) each of the suite's binlake processes and

@@ -28,7 +28,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.catalog.metadata import read_table
 from binlake_dev.sandbox import MariaDBSandbox
 
 #: The issue's table: a BIGINT key, INT, DECIMAL(10,2), VARCHAR(64), DATETIME(6).

@@ -45,9 +45,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession, functions
 
 from _scale import LAKE_FILL
-from binlake.lake.row_delta import RowDeltaWriter
-from binlake.lake.session import SparkSettings, build_session, stop_session
-from binlake.lake.sql import TABLE_PROPERTIES
+from binlake.lake.schema.sql import TABLE_PROPERTIES
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
+from binlake.lake.write.row_delta import RowDeltaWriter
 from maintain import queries, say, warm_time
 
 TABLE = "lake.bench_deletes.t"

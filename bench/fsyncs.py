@@ -265,7 +265,7 @@ def source_end(sandbox: MariaDBSandbox) -> tuple[str, int]:
 
 
 def lake_holds(warehouse: Path, end: tuple[str, int]) -> bool:
-    from binlake.lake.iceberg_meta import read_table
+    from binlake.lake.catalog.metadata import read_table
 
     table = read_table(warehouse, ("bench", "t"))
     snapshots = table.binlake_snapshots if table is not None else ()

@@ -87,9 +87,9 @@ from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
 from binlake.errors import BinlakeError
-from binlake.lake.iceberg_meta import read_table
-from binlake.lake.session import SparkSettings, build_session, stop_session
-from binlake.lake.table_maintenance import table_health
+from binlake.lake.catalog.metadata import read_table
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
+from binlake.lake.tables.maintenance import table_health
 from binlake.maintain import schedule
 from binlake.maintain.runner import Maintainer, StepRun, TableReport
 from binlake_dev.sandbox import MariaDBSandbox

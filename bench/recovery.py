@@ -56,7 +56,7 @@ from pathlib import Path
 from _common import write_config
 from binlake.binlog.tablemap import TableMap
 from binlake.crashpoints import ENV_VAR
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.catalog.metadata import read_table
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.checkpoint import CheckpointRecord
 from binlake.storage.index import LogIndex

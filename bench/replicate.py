@@ -75,8 +75,8 @@ from binlake.apply.applier import ApplyResult
 from binlake.apply.replicate import Replicator
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.lake.iceberg_meta import read_table
-from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.catalog.metadata import read_table
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 from binlake_dev.sandbox import MariaDBSandbox
 
 SECTIONS = ("throughput", "lag", "scale", "mixed", "lag-big")

@@ -35,8 +35,8 @@ from typing import Any
 
 import maintain as bench
 from binlake.binlog.names import TableName
-from binlake.lake.sql import quote
-from binlake.lake.table_maintenance import load_table, rewrite_action, table_health
+from binlake.lake.schema.sql import quote
+from binlake.lake.tables.maintenance import load_table, rewrite_action, table_health
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer, StepRun, TableReport
 from deletes import convert

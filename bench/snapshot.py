@@ -49,7 +49,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 from binlake_dev.sandbox import MariaDBSandbox
 
 JDBC_JAR = Path("/usr/share/java/mariadb-java-client.jar")

@@ -28,15 +28,12 @@ import pyarrow as pa
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.tablemap import TableMap
-from binlake.lake.commit import (
-    append_with_commit_properties,
-    execute_with_commit_properties,
-    latest_binlake_summary,
-)
-from binlake.lake.frames import dataframe_from_arrow
-from binlake.lake.session import SparkSettings, build_session, stop_session
-from binlake.lake.spark_types import spark_schema
-from binlake.lake.sql import create_table_statements, table_name
+from binlake.lake.schema.sql import create_table_statements, table_name
+from binlake.lake.spark.frames import dataframe_from_arrow
+from binlake.lake.spark.lineage import latest_binlake_summary
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark.types import spark_schema
+from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.typemap import LakeSchema, lake_schema
 
 UTF8MB4 = 45

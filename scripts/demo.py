@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from binlake.lake.iceberg_meta import find_tables, read_table
+from binlake.lake.catalog.metadata import find_tables, read_table
 from binlake_dev.sandbox import MariaDBSandbox
 
 BINLAKE = Path(sys.executable).with_name("binlake")
@@ -210,7 +210,7 @@ def kill_mid_way(config: Path, warehouse: Path) -> None:
 
 
 def print_tables(warehouse: Path) -> None:
-    from binlake.lake.session import SparkSettings, build_session, stop_session
+    from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 
     spark = build_session(SparkSettings(app_name="binlake-demo", warehouse=warehouse))
     try:
@@ -249,7 +249,7 @@ def main() -> int:
         shutil.rmtree(base / "mariadb", ignore_errors=True)
     print(
         "\nlook at the tables with one line of Spark SQL:\n"
-        f'  {sys.executable} -c "from pathlib import Path; from binlake.lake.session import '
+        f'  {sys.executable} -c "from pathlib import Path; from binlake.lake.spark.session import '
         f"SparkSettings, build_session; build_session(SparkSettings(warehouse=Path('{warehouse}')))"
         ".sql('SELECT status, count(*), sum(amount) FROM lake.shop.purchase GROUP BY status')"
         '.show()"\n'

@@ -1,11 +1,12 @@
-"""Regenerate the collation table in ``src/binlake/binlog/charsets.py`` and check its codecs.
+"""Regenerate the collation table in ``src/binlake/binlog/encodings/charsets.py`` and check its
+codecs.
 
 Starts a throwaway MariaDB (``binlake_dev.sandbox``), reads ``information_schema.COLLATIONS`` and
 rewrites the block between the ``BEGIN GENERATED`` / ``END GENERATED`` markers of charsets.py.
 With ``--verify`` it also asks the server to convert every single byte, every two-byte sequence
 with a high lead byte and every ``8F xx yy`` sequence of each supported charset to utf8mb4, and
-compares the answers with ``binlake.binlog.charsets.decode_text``; it prints one line per charset
-(sequences the server accepts that we reject are listed as "we reject", the reverse as "we
+compares the answers with ``binlake.binlog.encodings.charsets.decode_text``; it prints one line per
+charset (sequences the server accepts that we reject are listed as "we reject", the reverse as "we
 accept").
 
     .venv/bin/python scripts/gen_charsets.py [--verify]
@@ -19,11 +20,11 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from binlake.binlog.charsets import CHARSET_CODECS, decode_text
+from binlake.binlog.encodings.charsets import CHARSET_CODECS, decode_text
 from binlake.binlog.errors import ValueDecodeError
 from binlake_dev.sandbox import MariaDBSandbox
 
-CHARSETS_PY = Path(__file__).resolve().parent.parent / "src/binlake/binlog/charsets.py"
+CHARSETS_PY = Path(__file__).resolve().parent.parent / "src/binlake/binlog/encodings/charsets.py"
 BEGIN = "# BEGIN GENERATED"
 END = "# END GENERATED"
 BATCH = 5000

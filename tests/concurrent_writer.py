@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 
 
 def main(warehouse: str, stop_file: str, statements: list[str]) -> int:

@@ -140,7 +140,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """One local Spark session (embedded Iceberg catalog ``lake``, warehouse in a temp folder)
     for the whole run; stopped at the end. pyspark is imported only by tests that use it. The
     PostgreSQL JDBC driver is on its classpath (``jdbc_catalog`` adds a catalog there)."""
-    from binlake.lake.session import SparkSettings, build_session, stop_session
+    from binlake.lake.spark.session import SparkSettings, build_session, stop_session
     from binlake_dev.postgres import JDBC_JAR
 
     warehouse = tmp_path_factory.mktemp("warehouse")

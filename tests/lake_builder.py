@@ -3,7 +3,7 @@
 The rows are what binlake would write: the source's own binlog is decoded (``binlake.binlog``),
 replayed per primary key up to a source position, and turned into lake values with the design's
 type mapping (``binlake.typemap.to_row_values``); the Iceberg table is created with
-``binlake.lake.sql`` and each state is committed as one snapshot (INSERT OVERWRITE with the
+``binlake.lake.schema.sql`` and each state is committed as one snapshot (INSERT OVERWRITE with the
 ``binlake.*`` commit properties, the position given). A catalog of its own per test
 (``isolated_catalog``) keeps every test's warehouse separate inside the one Spark session.
 """
@@ -24,12 +24,12 @@ from binlake.binlog.names import TableName
 from binlake.binlog.rows import ABSENT, RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
-from binlake.lake.commit import execute_with_commit_properties
-from binlake.lake.frames import dataframe_from_arrow
-from binlake.lake.schema import changelog_schema
-from binlake.lake.spark_types import spark_schema
-from binlake.lake.sql import create_table_statements
-from binlake.lake.target import LakeTarget, hadoop_catalog_conf
+from binlake.lake.catalog.target import LakeTarget, hadoop_catalog_conf
+from binlake.lake.schema.evolution import changelog_schema
+from binlake.lake.schema.sql import create_table_statements
+from binlake.lake.spark.frames import dataframe_from_arrow
+from binlake.lake.spark.types import spark_schema
+from binlake.lake.write.commit import execute_with_commit_properties
 from binlake.position import SourcePosition
 from binlake.typemap import LakeSchema, lake_schema, to_row_values
 from binlake_dev.sandbox import MariaDBSandbox

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from binlake.config import CatalogConfig, CatalogType, Secret
-from binlake.lake.target import LakeTarget, jdbc_catalog_conf
+from binlake.lake.catalog.target import LakeTarget, jdbc_catalog_conf
 from binlake_dev.jvm_archive import SHORT_RUN_OPTIONS, driver_options
 
 if TYPE_CHECKING:

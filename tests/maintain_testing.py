@@ -9,9 +9,9 @@ from pathlib import Path
 
 from binlake.config import Config, load_config
 from binlake.cuts import Cut, origin_of, protected_snapshots
-from binlake.lake.commit import refs, snapshots
-from binlake.lake.cuts_table import CUT_TAG_PREFIX, CutsTable
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.cuts.table import CUT_TAG_PREFIX, CutsTable
+from binlake.lake.spark.lineage import refs, snapshots
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_targets import TargetSetup, embedded_target
 from replicate_testing import config_for, replicate_in_process

@@ -24,14 +24,14 @@ from binlake.config import Config, load_config
 from binlake.console import Console
 from binlake.crashpoints import ENV_VAR
 from binlake.cuts import origin_of
-from binlake.lake.commit import current_lineage
-from binlake.lake.cuts_table import CutsTable
-from binlake.lake.iceberg_meta import read_table
-from binlake.lake.jdbc_meta import JdbcCatalogReader
-from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
-from binlake.lake.sql import quote
-from binlake.lake.target import lake_target
-from binlake.lake.write_path import WRITE
+from binlake.lake.catalog.jdbc import JdbcCatalogReader
+from binlake.lake.catalog.metadata import read_table
+from binlake.lake.catalog.snapshot_progress import SNAPSHOT, SnapshotProgress, progress_of
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.catalog.write_path import WRITE
+from binlake.lake.cuts.table import CutsTable
+from binlake.lake.schema.sql import quote
+from binlake.lake.spark.lineage import current_lineage
 from binlake.metrics import Metrics
 from binlake.position import parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
@@ -439,7 +439,7 @@ def assert_cuts_are_exact(config_path: Path, spark: object) -> int:
 
 def writes_per_table(config_path: Path, spark: object) -> dict[str, set[str]]:
     """The writes (``binlake.write``: row-delta, merge, append) each table's rows commits
-    took (``binlake.lake.write_path``), by display name."""
+    took (``binlake.lake.catalog.write_path``), by display name."""
     config = load_config(config_path)
     target = lake_target(config)
     out = {}

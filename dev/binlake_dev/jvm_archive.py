@@ -33,7 +33,7 @@ _USE = "-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
 _WORKLOAD = """
 import sys
 from pathlib import Path
-from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 spark = build_session(SparkSettings(app_name="jvm-archive", warehouse=Path(sys.argv[1])))
 for statement in (
     "CREATE NAMESPACE IF NOT EXISTS lake.a",
@@ -56,7 +56,7 @@ stop_session(spark)
 def archive_path() -> Path | None:
     """Where the archive for this machine's JVM and jars lives (built or not); None when
     Java or Spark's jars cannot be found."""
-    from binlake.lake.runtime import cache_root, find_java, jar_cache_dir, sqlite_jdbc_jar
+    from binlake.lake.spark.runtime import cache_root, find_java, jar_cache_dir, sqlite_jdbc_jar
 
     try:
         import pyspark

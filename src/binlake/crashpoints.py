@@ -49,7 +49,7 @@ POINTS: dict[str, str] = {
     "receiver_before_source_rotate": "receiver: the source's ROTATE appended, relay file not yet "
     "rotated",
     "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
-    # applier (apply/applier.py, lake/tables.py, lake/keyed_write.py)
+    # applier (apply/applier.py, lake/tables/lake.py, lake/write/keyed.py)
     "apply_before_commit": "applier: batch built, no table committed yet",
     "apply_before_delta_commit": "applier: a table's row-delta files (new rows, equality "
     "deletes; or a change log's appended rows) stored in the warehouse, their commit not yet "
@@ -70,7 +70,7 @@ POINTS: dict[str, str] = {
     "counts not yet updated",
     "cut_after_prune": "cuts: the cuts table rewritten with the retained cuts, the in-memory "
     "list not yet",
-    # the applied-position tag (lake/applied_tag.py)
+    # the applied-position tag (lake/write/applied_tag.py)
     "lake_before_tag_move": "applier: a commit made by Spark SQL or a DataFrame write (its "
     "binlake-applied tag removed before it), the tag not yet set on it",
     # snapshot (storage/snapshot_plan.py, snapshot/copier.py)

@@ -105,24 +105,21 @@ class MysqlGtidSet:
 
     @classmethod
     def parse(cls, text: str) -> MysqlGtidSet:
-        """``"uuid:1-5:7,uuid2:1-3"`` (``@@gtid_executed``); empty text is the empty set."""
+        """``"uuid:1-5:7,uuid2:1-3"`` (``@@gtid_executed``; white space and newlines ignored);
+        empty text is the empty set. A UUID given twice is merged. Tagged GTIDs (MySQL 8.3+
+        ``uuid:tag:1-5``) are refused: their encoding is a different format. ValueError names
+        what is wrong."""
         result = MysqlGtidSet()
-        for part in text.replace("\n", "").split(","):
-            if not part.strip():
-                continue
-            sid_text, *spans = part.strip().split(":")
+        for part in filter(None, "".join(text.split()).split(",")):
+            sid_text, *spans = part.split(":")
             try:
                 sid = uuid.UUID(sid_text)
             except ValueError:
-                raise ValueError(f"{part!r}: {sid_text!r} is not a UUID") from None
+                raise ValueError(f"not a GTID set: {sid_text!r} is not a UUID") from None
             if not spans:
-                raise ValueError(f"{part!r} has no interval")
+                raise ValueError(f"not a GTID set: {part!r} has no interval")
             for span in spans:
-                start, _, end = span.partition("-")
-                low, high = int(start), int(end or start)
-                if not 1 <= low <= high:
-                    raise ValueError(f"{part!r}: interval {span!r} is empty or starts below 1")
-                result = result.with_interval(sid, low, high + 1)
+                result = result.with_interval(sid, *_interval(span, part))
         return result
 
     @classmethod
@@ -180,6 +177,23 @@ class MysqlGtidSet:
 
     def __bool__(self) -> bool:
         return bool(self.intervals)
+
+
+_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+def _interval(span: str, part: str) -> tuple[int, int]:
+    """``a-b`` or ``a`` of a MySQL GTID set as the half-open interval ``[a, b + 1)``."""
+    match = _INTERVAL.match(span)
+    if match is None:
+        raise ValueError(
+            f"not a GTID interval: {span!r} in {part!r} (tagged GTIDs are not supported)"
+        )
+    start = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) is not None else start
+    if start < 1 or last < start or last >= (1 << 63) - 1:
+        raise ValueError(f"impossible GTID interval {span!r} in {part!r}")
+    return start, last + 1
 
 
 GtidState = MariaGtidState | MysqlGtidSet

@@ -28,7 +28,7 @@ Zero dates (``0000-00-00``, partly zero or invalid dates: ``ZeroDate``) become n
 is counted per column (``Counter`` keyed ``db.table.column``) so that callers report them.
 Anything else raises ``UnsupportedTypeError`` naming the table and the column.
 
-Pure: no pyspark here (the Spark types are ``binlake.lake.spark_types``), so the DDL parser
+Pure: no pyspark here (the Spark types are ``binlake.lake.spark.types``), so the DDL parser
 (``binlake.ddl``) can use the mapping without Spark; ``LakeColumn.arrow_type`` imports pyarrow
 when first called.
 """

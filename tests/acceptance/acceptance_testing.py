@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from binlake.binlog.errors import BinlogFormatError
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.catalog.metadata import read_table
 from binlake.position import SourcePosition
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import read_index

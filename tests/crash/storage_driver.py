@@ -131,7 +131,7 @@ def main(argv: list[str]) -> int:
         elif command == "lock-try":
             try_lock(target)
         elif command == "adopt":
-            from binlake.lake.embedded_catalog import prepare_embedded_catalog
+            from binlake.lake.catalog.embedded import prepare_embedded_catalog
 
             print(len(prepare_embedded_catalog(target, "lake")), flush=True)
         else:

@@ -27,7 +27,7 @@ from applier_workload import ShopWorkload
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.crashpoints import POINTS
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
 from binlake_dev.sandbox import MariaDBSandbox

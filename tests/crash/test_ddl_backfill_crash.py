@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from binlake.binlog.names import TableName
-from binlake.lake.table_actions import read_lake_schema
+from binlake.lake.spark.lookup import read_lake_schema
 from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,

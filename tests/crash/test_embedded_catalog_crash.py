@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from storage_driver import run_driver
 
-from binlake.lake.iceberg_meta import CATALOG_FILE, find_tables, read_table
+from binlake.lake.catalog.metadata import CATALOG_FILE, find_tables, read_table
 
 TABLES = (("shop", "orders"), ("shop", "items"), ("crm", "people"))
 

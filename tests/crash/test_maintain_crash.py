@@ -25,9 +25,9 @@ from pathlib import Path
 
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.lake.commit import current_lineage, refs, snapshots
-from binlake.lake.cuts_table import CUT_TAG_PREFIX
-from binlake.lake.iceberg_meta import APPLIED_TAG
+from binlake.lake.catalog.metadata import APPLIED_TAG
+from binlake.lake.cuts.table import CUT_TAG_PREFIX
+from binlake.lake.spark.lineage import current_lineage, refs, snapshots
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox

@@ -17,9 +17,9 @@ import pytest
 
 from binlake.config import load_config
 from binlake.crashpoints import POINTS
-from binlake.lake.commit import current_lineage
-from binlake.lake.snapshot_progress import progress_of
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.snapshot_progress import progress_of
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.lineage import current_lineage
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import as_table

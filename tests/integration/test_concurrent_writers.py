@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.catalog.metadata import read_table
 from binlake_dev.sandbox import MariaDBSandbox
 from replicate_testing import (
     assert_history_is_exactly_once,
@@ -195,7 +195,7 @@ def test_the_embedded_catalog_refuses_a_commit_built_on_metadata_another_process
 _OTHER = """
 import sys
 from pathlib import Path
-from binlake.lake.session import SparkSettings, build_session, stop_session
+from binlake.lake.spark.session import SparkSettings, build_session, stop_session
 session = build_session(SparkSettings(app_name="other", warehouse=Path(sys.argv[1])))
 for line in sys.stdin:
     session.sql(line).collect()

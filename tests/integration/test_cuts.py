@@ -31,7 +31,7 @@ from binlake.config import load_config
 from binlake.cuts import Cut
 from binlake.errors import CutError
 from binlake.gtid import MariaGtid, MariaGtidState
-from binlake.lake.read import consistent, cut_at
+from binlake.lake.cuts.read import consistent, cut_at
 from binlake.position import SourcePosition, parse_position
 from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox

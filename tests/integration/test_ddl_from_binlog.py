@@ -25,8 +25,7 @@ from binlake.ddl.parse import (
     TruncateTable,
     parse_ddl,
 )
-from binlake.lake.schema import plan_evolution
-from binlake.lake.schema_changes import (
+from binlake.lake.schema.alterations import (
     AddColumn,
     DropColumn,
     RenameColumn,
@@ -34,6 +33,7 @@ from binlake.lake.schema_changes import (
     SetSourceType,
     WidenColumnType,
 )
+from binlake.lake.schema.evolution import plan_evolution
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.typemap import lake_schema
 from binlake_dev.sandbox import MariaDBSandbox

@@ -26,9 +26,9 @@ from binlake.errors import (
     CatalogUnreachableError,
     exit_code_for,
 )
-from binlake.lake.jdbc_meta import JdbcCatalogReader
-from binlake.lake.target import LakeTarget, jdbc_catalog_conf
-from binlake.lake.target_check import probe_catalog
+from binlake.lake.catalog.jdbc import JdbcCatalogReader
+from binlake.lake.catalog.target import LakeTarget, jdbc_catalog_conf
+from binlake.lake.spark.target_check import probe_catalog
 from binlake_dev.postgres import PostgresServer, free_port
 from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_postgres

@@ -27,17 +27,12 @@ from binlake.binlog.names import TableName
 from binlake.cli.maintain_cmd import render_report
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.lake.applied_tag import load_table
-from binlake.lake.commit import (
-    current_lineage,
-    lineage_cut,
-    refs,
-    snapshots,
-    table_metadata,
-)
-from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
-from binlake.lake.sql import TABLE_PROPERTIES
-from binlake.lake.table_maintenance import (
+from binlake.lake.catalog.metadata import APPLIED_TAG, read_table
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.schema.sql import TABLE_PROPERTIES
+from binlake.lake.spark.lineage import current_lineage, lineage_cut, refs, snapshots, table_metadata
+from binlake.lake.spark.lookup import load_table
+from binlake.lake.tables.maintenance import (
     CACHED_DELETES,
     action_session,
     compact,
@@ -45,7 +40,6 @@ from binlake.lake.table_maintenance import (
     rewrite_action,
     table_health,
 )
-from binlake.lake.target import lake_target
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance

@@ -21,8 +21,8 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.errors import ConfigError, RowImageError, SourcePositionLostError, StatementFormatError
-from binlake.lake.table_actions import read_lake_schema, table_exists
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.lookup import read_lake_schema, table_exists
 from binlake.metrics import ROWS_APPLIED
 from binlake.storage.snapshot_plan import write_request
 from binlake_dev.sandbox import MariaDBSandbox

@@ -17,8 +17,8 @@ import pytest
 
 from binlake.config import load_config
 from binlake.errors import UnsupportedDefaultError
-from binlake.lake.commit import current_lineage
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.lineage import current_lineage
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import as_table
 from replicate_testing import (

@@ -16,11 +16,11 @@ from typing import Any
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
-from binlake.lake.commit import current_lineage, refs
-from binlake.lake.iceberg_meta import APPLIED_TAG, read_table
-from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress
-from binlake.lake.target import lake_target
-from binlake.lake.write_path import WRITE, WRITE_REASON
+from binlake.lake.catalog.metadata import APPLIED_TAG, read_table
+from binlake.lake.catalog.snapshot_progress import SNAPSHOT, SnapshotProgress
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.catalog.write_path import WRITE, WRITE_REASON
+from binlake.lake.spark.lineage import current_lineage, refs
 from binlake.metrics import COMMITS
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import create_lake_table, master_position, replay, write_rows
@@ -288,7 +288,7 @@ def test_the_warehouse_sync_before_a_checkpoint_takes_the_row_delta_files(
 ) -> None:
     """Iceberg and the FileIO stream never fsync: the files a row delta stored are among the
     files ``WarehouseSync`` fsyncs before the relay-log checkpoint moves past them."""
-    from binlake.storage.warehouse_sync import WarehouseSync, _Plan
+    from binlake.storage.warehouse_sync import WarehouseSync, _SyncPlan
 
     database = "rd_sync"
     config = replicated(tmp_path, source, spark, database, 30)
@@ -296,7 +296,7 @@ def test_the_warehouse_sync_before_a_checkpoint_takes_the_row_delta_files(
     synced: list[Path] = []
 
     class Recording(WarehouseSync):
-        def _fsync(self, plan: _Plan) -> None:
+        def _fsync(self, plan: _SyncPlan) -> None:
             synced.extend(plan.files)
             super()._fsync(plan)
 
@@ -318,8 +318,9 @@ def test_a_transaction_with_more_keys_than_memory_holds_is_spilled_and_exact(
 ) -> None:
     """One source transaction (a batch never splits one) changes 3,000 keys with inserts,
     updates, key moves and deletes; the applier holds 100 keys in memory and spills the rest
-    in runs (``binlake.lake.spill``), composed again per key before the row delta is written."""
-    from binlake.lake import spill
+    in runs (``binlake.lake.write.spill``), composed again per key before the row delta is
+    written."""
+    from binlake.lake.write import spill
 
     monkeypatch.setattr(spill, "MAX_ENTRIES", 100)
     temp = tmp_path / "temp"

@@ -14,22 +14,21 @@ from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.names import TableName
 from binlake.binlog.tablemap import TableMap
 from binlake.ddl.parse import DdlStatement, parse_ddl
-from binlake.lake.commit import execute_with_commit_properties, latest_binlake_summary
-from binlake.lake.schema import changelog_schema, plan_evolution, target_schema
-from binlake.lake.sql import create_table_statements, table_name
-from binlake.lake.table_actions import (
+from binlake.lake.schema.evolution import changelog_schema, plan_evolution, target_schema
+from binlake.lake.schema.sql import create_table_statements, table_name
+from binlake.lake.spark.lineage import latest_binlake_summary
+from binlake.lake.spark.lookup import catalog_can_rename, read_lake_schema, table_exists
+from binlake.lake.tables.actions import (
     DROPPED_AT_PROPERTY,
     ClaimTableName,
     DeleteAllRows,
     DropLakeTable,
     KeepDroppedTable,
     RenameLakeTable,
-    catalog_can_rename,
     dropped_table_name,
-    read_lake_schema,
     run_table_action,
-    table_exists,
 )
+from binlake.lake.write.commit import execute_with_commit_properties
 
 UTF8MB4 = 45
 Spec = tuple[str, int, int, bool]  # name, type code, metadata, NOT NULL

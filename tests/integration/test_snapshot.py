@@ -20,9 +20,9 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.errors import SourceConnectionLostError
-from binlake.lake.commit import Snapshot, current_lineage
-from binlake.lake.snapshot_progress import progress_of
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.snapshot_progress import progress_of
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.lineage import Snapshot, current_lineage
 from binlake.snapshot.cells import as_binary_view, locate
 from binlake.snapshot.result_set import TextResultReader
 from binlake.storage.snapshot_plan import SnapshotPlan

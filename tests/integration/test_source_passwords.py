@@ -18,8 +18,8 @@ from binlake.apply.replicate import Replicator
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.lake.session import session_conf, spark_settings
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.session import spark_settings, startup_conf
 from binlake_dev.sandbox import MariaDBSandbox
 from conftest import require_mariadb
 from replicate_testing import binlake_command, config_for, replicate_env
@@ -197,7 +197,7 @@ def test_replicate_snapshot_verify_and_status_connect_with_a_non_ascii_ed25519_p
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert status.returncode == 0, status.stderr
     assert '"reachable": true' in status.stdout
-    conf = session_conf(spark_settings(lake_target(loaded)))
+    conf = startup_conf(spark_settings(lake_target(loaded)))
     spark_conf = dict(spark.sparkContext.getConf().getAll())  # type: ignore[attr-defined]
     assert_not_shown(
         NON_ASCII,

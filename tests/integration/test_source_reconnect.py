@@ -20,7 +20,7 @@ import pytest
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
-from binlake.lake.iceberg_meta import read_table
+from binlake.lake.catalog.metadata import read_table
 from binlake.position import SourcePosition
 from binlake.snapshot.chunk_files import FileTarget
 from binlake.snapshot.chunk_task import ChunkPlan, ChunkRecord, ChunkSource, KeyRange, run_chunk

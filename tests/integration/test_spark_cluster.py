@@ -96,7 +96,7 @@ def test_a_malformed_master_url_is_a_config_error_not_a_traceback(
 HOLDER = """
 import sys, time
 from pathlib import Path
-from binlake.lake.session import SparkSettings, build_session
+from binlake.lake.spark.session import SparkSettings, build_session
 conf = dict(arg.split("=", 1) for arg in sys.argv[3:])
 settings = SparkSettings(
     master=sys.argv[1], app_name="core-holder", warehouse=Path(sys.argv[2]), conf=conf

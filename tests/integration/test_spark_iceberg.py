@@ -18,19 +18,13 @@ from pyspark.sql import SparkSession
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.errors import SparkStatementError
-from binlake.lake.commit import (
-    append_with_commit_properties,
-    close_callbacks,
-    current_lineage,
-    execute_with_commit_properties,
-    latest_binlake_summary,
-    refs,
-    snapshots,
-)
-from binlake.lake.frames import dataframe_from_arrow
-from binlake.lake.iceberg_meta import catalog_rows
-from binlake.lake.spark_types import spark_schema
-from binlake.lake.sql import create_table_statements, table_name
+from binlake.lake.catalog.metadata import catalog_rows
+from binlake.lake.schema.sql import create_table_statements, table_name
+from binlake.lake.spark.callbacks import close_callbacks
+from binlake.lake.spark.frames import dataframe_from_arrow
+from binlake.lake.spark.lineage import current_lineage, latest_binlake_summary, refs, snapshots
+from binlake.lake.spark.types import spark_schema
+from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.typemap import IcebergType, LakeSchema, lake_schema
 from binlog_fixtures import UTF8MB4, table_map
 from lake_tables import HINTS, LAKE_ROWS, NAMES, every_type_table_map

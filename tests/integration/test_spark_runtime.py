@@ -1,4 +1,4 @@
-"""The Iceberg runtime cache (``binlake.lake.runtime``) and how a bad runtime is reported.
+"""The Iceberg runtime cache (``binlake.lake.spark.runtime``) and how a bad runtime is reported.
 
 Uses the real cache ``make spark-deps`` built, copied to a temp folder before anything is damaged.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from binlake.lake.runtime import (
+from binlake.lake.spark.runtime import (
     JACKSON_JAR,
     MANIFEST,
     RUNTIME_JAR,
@@ -64,7 +64,7 @@ _START_WITH_RUNTIME_ONLY = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from binlake.lake.session import SparkSettings, build_session
+    from binlake.lake.spark.session import SparkSettings, build_session
     from binlake.errors import SparkSetupError
 
     settings = SparkSettings(master="local[1]", warehouse=Path(sys.argv[2]), jars=(sys.argv[1],))

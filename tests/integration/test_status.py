@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from binlake.cli.status_cmd import render_status
 from binlake.config import load_config
-from binlake.lake.target import LakeTarget
+from binlake.lake.catalog.target import LakeTarget
 from binlake.position import SourcePosition
 from binlake.storage.checkpoint import CheckpointRecord
 from binlake.verify.status import StatusReport, TableStatus, collect_status
@@ -233,7 +233,7 @@ def test_status_through_spark_for_a_catalog_it_cannot_read_as_files(
     lake: Lake, spark: SparkSession
 ) -> None:
     """A catalog set in [spark] conf (REST, Hive...) is listed through Spark: same facts."""
-    from binlake.lake.catalog import spark_lake_tables
+    from binlake.lake.spark.lineage import spark_lake_tables
 
     files = lake.status()
     prefix = f"spark.sql.catalog.{lake.target.catalog}"

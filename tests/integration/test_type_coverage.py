@@ -23,7 +23,7 @@ from binlake.binlog.rows import ABSENT, RowsEvent
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import ColumnSpec, ZeroDate, column_spec
-from binlake.lake.schema import target_schema
+from binlake.lake.schema.evolution import target_schema
 from binlake.source.table_shape import read_collations, read_columns, table_map_from_columns
 from binlake_dev.sandbox import MariaDBSandbox, find_executable
 from binlog_fixtures import decoded_changes, strict

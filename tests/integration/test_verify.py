@@ -27,8 +27,8 @@ from pyspark.sql import SparkSession
 from binlake.binlog.names import TableName
 from binlake.cli.verify_cmd import verdict
 from binlake.config import Config, load_config
-from binlake.lake.iceberg_meta import read_table
-from binlake.lake.target import LakeTarget
+from binlake.lake.catalog.metadata import read_table
+from binlake.lake.catalog.target import LakeTarget
 from binlake.position import SourcePosition
 from binlake.verify.errors import (
     CatchUpTimeoutError,

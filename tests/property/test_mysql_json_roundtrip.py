@@ -10,8 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from binlake.binlog.encodings.mysql_json import (
+    decode_mysql_json,
+    encode_mysql_json,
+    format_mysql_double,
+)
 from binlake.binlog.errors import ValueDecodeError
-from binlake.binlog.mysql_json import decode_mysql_json, encode_mysql_json, format_mysql_double
 
 pytestmark = pytest.mark.property
 

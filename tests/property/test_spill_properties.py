@@ -1,5 +1,5 @@
 """A batch's net change per key is the same whether it fits in memory or was spilled to disk in
-runs (``binlake.lake.spill``) and composed again: for any sequence of inserts, updates (some
+runs (``binlake.lake.write.spill``) and composed again: for any sequence of inserts, updates (some
 moving the key, some with MINIMAL images) and deletes that a table could have seen."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from binlake.binlog.values import ABSENT
-from binlake.lake.changes import KeyedChanges
-from binlake.lake.spill import compose
+from binlake.lake.write.changes import KeyedChanges
+from binlake.lake.write.spill import compose
 from binlake.typemap import IcebergType, LakeColumn
 
 NAMES = ("id", "v", "n")

@@ -17,21 +17,21 @@ from binlake.ddl.parse import AlterTable, ColumnDefinition, parse_ddl
 from binlake.ddl.temporal import StatementTime
 from binlake.ddl.types import MODE_ORACLE, MODE_REAL_AS_FLOAT, charset_unsure, lake_column_of
 from binlake.errors import UnsupportedDefaultError
-from binlake.lake.backfill import (
-    backfill_statement,
-    backfill_values,
-    columns_after,
-    final_names,
-    sql_literal,
-)
-from binlake.lake.schema import plan_evolution, plan_from_statement
-from binlake.lake.schema_changes import (
+from binlake.lake.schema.alterations import (
     AddColumn,
     DropColumn,
     RenameColumn,
     SetSourceType,
     WidenColumnType,
 )
+from binlake.lake.schema.backfill import (
+    backfill_statement,
+    backfill_values,
+    columns_after,
+    final_names,
+    sql_literal,
+)
+from binlake.lake.schema.evolution import plan_evolution, plan_from_statement
 from binlake.typemap import IcebergType, LakeColumn, LakeSchema, lake_column, lake_schema
 
 UTF8MB4, BINARY = 45, 63

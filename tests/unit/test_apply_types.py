@@ -17,8 +17,8 @@ from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.tablemap import BLOB_COMPRESSED, VARCHAR_COMPRESSED
 from binlake.binlog.values import ABSENT, Geometry, ZeroDate
 from binlake.errors import SourceConfigError, UnsupportedTypeError
-from binlake.lake.spark_types import spark_field, spark_schema, spark_type
-from binlake.lake.sql import create_table_statements, quote, table_name
+from binlake.lake.schema.sql import create_table_statements, quote, table_name
+from binlake.lake.spark.types import spark_field, spark_schema, spark_type
 from binlake.typemap import (
     IcebergType,
     LakeColumn,

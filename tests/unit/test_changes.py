@@ -11,7 +11,7 @@ import pytest
 
 from binlake.binlog.values import ABSENT
 from binlake.errors import ApplyError, RowImageError
-from binlake.lake.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges, Op
+from binlake.lake.write.changes import ABSENT_MASK, OP, ChangeLog, KeyedChanges, Op
 from binlake.typemap import IcebergType, LakeColumn, lake_schema
 from lake_tables import LAKE_ROWS, NAMES, every_type_table_map
 

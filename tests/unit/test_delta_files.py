@@ -16,7 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from binlake.errors import ApplyError, TargetError
-from binlake.lake.delta_files import (
+from binlake.lake.catalog.metadata import NEVER, UNKNOWN, copy_bound, exact_at
+from binlake.lake.catalog.snapshot_progress import SNAPSHOT, SnapshotProgress
+from binlake.lake.catalog.write_path import WRITE, WRITE_REASON, Write, WritePath, write_of
+from binlake.lake.schema.sql import TABLE_PROPERTIES
+from binlake.lake.write.delta_files import (
     FIELD_ID,
     DeltaLayout,
     fit,
@@ -27,10 +31,6 @@ from binlake.lake.delta_files import (
     row_group_rows,
     write_parquet,
 )
-from binlake.lake.iceberg_meta import NEVER, UNKNOWN, copy_bound, exact_at
-from binlake.lake.snapshot_progress import SNAPSHOT, SnapshotProgress
-from binlake.lake.sql import TABLE_PROPERTIES
-from binlake.lake.write_path import WRITE, WRITE_REASON, Write, WritePath, write_of
 from binlake.position import SourcePosition
 
 SCHEMA = {

@@ -25,14 +25,14 @@ from binlake.errors import (
     TargetError,
     exit_code_for,
 )
-from binlake.lake.catalog_errors import classify_catalog_failure, classify_master_failure
-from binlake.lake.cluster import check_master_address, master_addresses
-from binlake.lake.jdbc_meta import JdbcCatalogReader, postgres_address
-from binlake.lake.session import session_conf, spark_settings
-from binlake.lake.spark_errors import classify_spark_failure
-from binlake.lake.sql import create_table_statements
-from binlake.lake.target import lake_target, redact_url
-from binlake.lake.target_check import target_namespaces, warehouse_folder
+from binlake.lake.catalog.failures import classify_catalog_failure, classify_master_failure
+from binlake.lake.catalog.jdbc import JdbcCatalogReader, postgres_address
+from binlake.lake.catalog.target import lake_target, redact_url
+from binlake.lake.schema.sql import create_table_statements
+from binlake.lake.spark.cluster import check_master_address, master_addresses
+from binlake.lake.spark.errors import classify_spark_failure
+from binlake.lake.spark.session import spark_settings, startup_conf
+from binlake.lake.spark.target_check import target_namespaces, warehouse_folder
 from binlake.storage.warehouse_sync import local_warehouse
 from binlake.typemap import IcebergType, LakeColumn, LakeSchema
 
@@ -92,7 +92,7 @@ def test_a_jdbc_catalog_becomes_spark_keys_and_a_secret_set_after_start(tmp_path
         f"{prefix}.jdbc.password": SECRET
     }
     settings = spark_settings(target)
-    conf = session_conf(settings)
+    conf = startup_conf(settings)
     assert SECRET not in repr(conf) and SECRET not in repr(settings) and SECRET not in repr(config)
     assert f"{prefix}.jdbc.password" not in conf, "the builder's conf is the JVM's command line"
 
@@ -154,7 +154,7 @@ def test_spark_jars_master_ui_and_executor_wait_are_read(tmp_path: Path) -> None
     target = lake_target(config)
     settings = spark_settings(target)
     assert settings.master_ui == "http://m:8080" and settings.executor_wait_s == 15.0
-    assert session_conf(settings)["spark.jars"].endswith("drivers/pg.jar,hdfs://nn/x.jar")
+    assert startup_conf(settings)["spark.jars"].endswith("drivers/pg.jar,hdfs://nn/x.jar")
 
 
 @pytest.mark.parametrize("kind", ["hadoop", "embedded"])

@@ -10,7 +10,7 @@ import pytest
 
 from binlake.config import MaintenanceConfig, config_from_mapping
 from binlake.errors import ConfigError
-from binlake.lake.table_maintenance import TableHealth
+from binlake.lake.tables.maintenance import TableHealth
 from binlake.maintain.plan import Step, orphans_due, plan_table
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

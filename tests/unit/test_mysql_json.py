@@ -12,8 +12,7 @@ import struct
 
 import pytest
 
-from binlake.binlog.errors import ValueDecodeError
-from binlake.binlog.mysql_json import (
+from binlake.binlog.encodings.mysql_json import (
     INT16,
     INT32,
     INT64,
@@ -26,6 +25,7 @@ from binlake.binlog.mysql_json import (
     encode_mysql_json,
     format_mysql_double,
 )
+from binlake.binlog.errors import ValueDecodeError
 
 pytestmark = pytest.mark.unit
 

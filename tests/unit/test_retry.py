@@ -22,8 +22,8 @@ from binlake.errors import (
     SparkStatementError,
     exit_code_for,
 )
-from binlake.lake.iceberg_meta import RETRIES, with_retries
-from binlake.lake.spark_errors import classify_spark_failure, commit_conflict
+from binlake.lake.catalog.metadata import RETRIES, with_retries
+from binlake.lake.spark.errors import classify_spark_failure, commit_conflict
 from binlake.retry import Retry, retryable
 from binlake.source.policy import Backoff
 

@@ -13,14 +13,7 @@ from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.tablemap import TableMap
 from binlake.ddl.parse import DdlStatement, parse_ddl
 from binlake.errors import ConfigError, IncompatibleSchemaChangeError, UnsupportedTypeError
-from binlake.lake.schema import (
-    CHANGELOG_COLUMNS,
-    changelog_schema,
-    is_changelog,
-    plan_evolution,
-    target_schema,
-)
-from binlake.lake.schema_changes import (
+from binlake.lake.schema.alterations import (
     AddColumn,
     DropColumn,
     MakeColumnOptional,
@@ -29,6 +22,13 @@ from binlake.lake.schema_changes import (
     SetIdentifierFields,
     SetSourceType,
     WidenColumnType,
+)
+from binlake.lake.schema.evolution import (
+    CHANGELOG_COLUMNS,
+    changelog_schema,
+    is_changelog,
+    plan_evolution,
+    target_schema,
 )
 from binlake.typemap import LakeSchema, lake_column, lake_schema
 

@@ -15,7 +15,7 @@ import pytest
 
 from binlake.errors import SourceProtocolError, ValueDecodeError
 from binlake.snapshot.cells import as_binary_view, locate
-from binlake.snapshot.columns import ColumnSpec
+from binlake.snapshot.columns import CopyColumn
 from binlake.snapshot.decode import decoder
 from binlake.snapshot.result_set import PADDING, RowBlock
 from binlake.typemap import IcebergType
@@ -55,21 +55,21 @@ def test_cells_that_do_not_fill_their_packet_are_a_protocol_error() -> None:
 
 
 def test_invalid_utf8_is_a_decode_error_never_replaced() -> None:
-    spec = ColumnSpec("v", "varchar", IcebergType.STRING, charset="utf8mb4")
+    spec = CopyColumn("v", "varchar", IcebergType.STRING, charset="utf8mb4")
     cells = locate(_block(b"\x02\xc3\xa9", b"\x01\xff"), 1)[0]
     with pytest.raises(ValueDecodeError):
         decoder(spec)(cells, Counter())
 
 
 def test_a_malformed_datetime_is_a_decode_error() -> None:
-    spec = ColumnSpec("v", "datetime", IcebergType.TIMESTAMP)
+    spec = CopyColumn("v", "datetime", IcebergType.TIMESTAMP)
     cells = locate(_block(_cell(b"2024-01-01 00:00:00"), _cell(b"2024-01-01T00:00:00")), 1)[0]
     with pytest.raises(ValueDecodeError):
         decoder(spec)(cells, Counter())
 
 
 def test_zero_dates_become_null_and_are_counted_per_column() -> None:
-    spec = ColumnSpec("at", "datetime", IcebergType.TIMESTAMP, fsp=6)
+    spec = CopyColumn("at", "datetime", IcebergType.TIMESTAMP, fsp=6)
     rows = [b"2024-02-29 23:59:59.000001", b"0000-00-00 00:00:00.000000", b"\xfb"]
     cells = locate(_block(*(r if r == b"\xfb" else _cell(r) for r in rows)), 1)[0]
     zero: Counter[str] = Counter()
@@ -79,13 +79,13 @@ def test_zero_dates_become_null_and_are_counted_per_column() -> None:
 
 
 def test_decimals_and_unsigned_bigints_decode_exactly() -> None:
-    money = ColumnSpec("n", "decimal", IcebergType.DECIMAL, precision=12, scale=2)
+    money = CopyColumn("n", "decimal", IcebergType.DECIMAL, precision=12, scale=2)
     cells = locate(_block(_cell(b"-9999999999.99"), _cell(b"0.05")), 1)[0]
     assert decoder(money)(cells, Counter()).to_pylist() == [
         Decimal("-9999999999.99"),
         Decimal("0.05"),
     ]
-    big = ColumnSpec("u", "bigint", IcebergType.DECIMAL, precision=20, scale=0)
+    big = CopyColumn("u", "bigint", IcebergType.DECIMAL, precision=20, scale=0)
     cells = locate(_block(_cell(b"18446744073709551615")), 1)[0]
     array = decoder(big)(cells, Counter())
     assert array.type == pa.decimal128(20, 0)

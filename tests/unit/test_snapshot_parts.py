@@ -27,18 +27,18 @@ from binlake.errors import (
     UnsupportedTypeError,
     UsageError,
 )
-from binlake.lake.delta_files import DeltaLayout, parse_layout
-from binlake.lake.snapshot_progress import (
+from binlake.lake.catalog.snapshot_progress import (
     SNAPSHOT,
     SnapshotProgress,
     decode_key,
     encode_key,
     progress_of,
 )
+from binlake.lake.write.delta_files import DeltaLayout, parse_layout
 from binlake.position import SourcePosition
 from binlake.snapshot.chunk_files import FileTarget, write_chunk_file
 from binlake.snapshot.chunk_task import ChunkPlan, KeyRange, chunk_query, chunk_source
-from binlake.snapshot.columns import ColumnSpec
+from binlake.snapshot.columns import CopyColumn
 from binlake.snapshot.copier import chunk_file_target
 from binlake.snapshot.key_ranges import between, integer_bounds, ranges_between
 from binlake.source.table_shape import ColumnInfo, table_map_from_columns
@@ -115,7 +115,7 @@ def test_a_copied_chunk_file_is_cut_into_row_groups_of_the_tables_size(tmp_path:
     assert path is not None and pq.ParquetFile(path).metadata.num_row_groups == 1
 
 
-def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: ColumnSpec) -> ChunkPlan:
+def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: CopyColumn) -> ChunkPlan:
     files = FileTarget("/nowhere", "binlake-copy-x", pa.schema([]))
     return ChunkPlan("db", "t", columns, key, ranges, (), files)
 
@@ -125,7 +125,7 @@ def _escape(value: object) -> str:
 
 
 def test_a_chunk_reads_its_key_range_lower_bound_included_upper_excluded() -> None:
-    spec = ColumnSpec("id", "int", IcebergType.INT)
+    spec = CopyColumn("id", "int", IcebergType.INT)
     plan = _plan("id", ranges_between(None, [100, 200]), spec)
     assert [chunk_query(plan, i, _escape) for i in range(3)] == [
         "SELECT `id` FROM `db`.`t` WHERE `id` < 100",
@@ -138,7 +138,7 @@ def test_a_resumed_copy_left_with_one_chunk_reads_only_the_keys_from_its_start()
     """The copy resumed after a commit whose rest plans as one range (one key, or none, left
     at or after ``next``): its query keeps the lower bound; a plan bounding ranges on no column
     (it would read the table whole, its committed rows again) is refused."""
-    spec = ColumnSpec("id", "bigint", IcebergType.LONG)
+    spec = CopyColumn("id", "bigint", IcebergType.LONG)
     plan = _plan("id", ranges_between(243_902_441, []), spec)
     assert chunk_query(plan, 0, _escape) == "SELECT `id` FROM `db`.`t` WHERE `id` >= 243902441"
     with pytest.raises(SnapshotError, match="bounds its key ranges on no column"):
@@ -146,7 +146,7 @@ def test_a_resumed_copy_left_with_one_chunk_reads_only_the_keys_from_its_start()
 
 
 def test_a_table_without_key_is_read_whole_in_one_chunk_floats_as_double() -> None:
-    spec = ColumnSpec("f", "float", IcebergType.FLOAT)
+    spec = CopyColumn("f", "float", IcebergType.FLOAT)
     plan = _plan("", (KeyRange(),), spec)
     assert chunk_query(plan, 0, _escape) == "SELECT CAST(`f` AS DOUBLE) FROM `db`.`t`"
 

@@ -4,13 +4,8 @@ text and cause chain, without starting Spark."""
 from __future__ import annotations
 
 from binlake.errors import DiskFullError, SparkStatementError, exit_code_for
-from binlake.lake.spark_errors import (
-    DISK_FULL_MARKS,
-    classify_spark_failure,
-    configured_warehouse,
-    session_warehouse,
-    spark_error,
-)
+from binlake.lake.spark.conf import configured_warehouse, session_warehouse
+from binlake.lake.spark.errors import DISK_FULL_MARKS, classify_spark_failure, spark_error
 
 # The first lines of what `binlake replicate` got when the warehouse's tmpfs filled up (measured
 # in tests/acceptance/test_acceptance_disk_full.py): a task's data file write.

@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 
 from binlake.errors import SparkSetupError, SparkStatementError
-from binlake.lake.commit import BINLAKE_KEYS, checked_properties
-from binlake.lake.runtime import cache_root, find_java
-from binlake.lake.session import (
+from binlake.lake.catalog.summary import BINLAKE_KEYS, checked_properties
+from binlake.lake.spark.errors import spark_error
+from binlake.lake.spark.runtime import cache_root, find_java
+from binlake.lake.spark.session import (
     ICEBERG_CATALOG,
     ICEBERG_EXTENSIONS,
     SparkSettings,
     brings_own_iceberg,
-    session_conf,
+    startup_conf,
 )
-from binlake.lake.spark_errors import spark_error
 
 JARS = (Path("/cache/iceberg-runtime.jar"), Path("/cache/jackson.jar"))
 
@@ -25,7 +25,7 @@ JARS = (Path("/cache/iceberg-runtime.jar"), Path("/cache/jackson.jar"))
 def test_embedded_default_is_a_sqlite_catalog_in_the_warehouse(
     tmp_path: Path, hadoop: bool
 ) -> None:
-    conf = session_conf(SparkSettings(warehouse=tmp_path / "wh", hadoop=hadoop), JARS)
+    conf = startup_conf(SparkSettings(warehouse=tmp_path / "wh", hadoop=hadoop), JARS)
     assert conf["spark.sql.catalog.lake"] == ICEBERG_CATALOG
     if hadoop:
         assert conf["spark.sql.catalog.lake.type"] == "hadoop"
@@ -50,7 +50,7 @@ def test_a_configured_catalog_is_passed_through_untouched() -> None:
         "spark.sql.catalog.lake.uri": "http://127.0.0.1:8181",
         "spark.sql.session.timeZone": "Europe/Paris",
     }
-    conf = session_conf(SparkSettings(master="spark://127.0.0.1:7077", conf=rest), JARS)
+    conf = startup_conf(SparkSettings(master="spark://127.0.0.1:7077", conf=rest), JARS)
     assert {k: conf[k] for k in rest} == rest
     assert "spark.sql.catalog.lake.warehouse" not in conf
 
@@ -62,7 +62,7 @@ def test_user_extensions_and_java_options_keep_ours_beside_theirs() -> None:
             "spark.driver.extraJavaOptions": "-Xss4m",
         }
     )
-    conf = session_conf(settings)
+    conf = startup_conf(settings)
     assert conf["spark.sql.extensions"] == f"{ICEBERG_EXTENSIONS},com.example.Ext"
     assert conf["spark.driver.extraJavaOptions"].endswith(" -Xss4m")
 
@@ -95,7 +95,7 @@ def test_the_cached_runtime_is_used_unless_the_config_brings_one(
 
 def test_user_jars_come_after_the_cached_runtime() -> None:
     settings = SparkSettings(jars=("/opt/driver.jar",), conf={"spark.jars": "/opt/other.jar"})
-    assert session_conf(settings, JARS)["spark.jars"].split(",") == [
+    assert startup_conf(settings, JARS)["spark.jars"].split(",") == [
         *map(str, JARS),
         "/opt/driver.jar",
         "/opt/other.jar",

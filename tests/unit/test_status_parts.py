@@ -13,8 +13,8 @@ import pytest
 
 from binlake.binlog.names import TableGlob, TableName
 from binlake.config import load_config
-from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable, find_tables, read_table
-from binlake.lake.target import LakeTarget, lake_target
+from binlake.lake.catalog.metadata import LakeLineage, LakeSnapshot, find_tables, read_table
+from binlake.lake.catalog.target import LakeTarget, lake_target
 from binlake.position import SourcePosition
 from binlake.relay.scan import RelayFollower
 from binlake.verify.status import SourceStatus, bytes_between, table_status
@@ -188,7 +188,7 @@ def test_namespace_map_and_table_globs() -> None:
 
 
 def test_a_table_whose_binlake_snapshots_were_all_expired_has_an_unknown_position() -> None:
-    cut = LakeTable(("shop", "orders"), (LakeSnapshot(7, 6, 0, {}),), lineage_cut=True)
+    cut = LakeLineage(("shop", "orders"), (LakeSnapshot(7, 6, 0, {}),), lineage_cut=True)
     follower = RelayFollower(Path("/never/read"))
     follower.end = p(3, 300)
     source = SourceStatus("db:3306", True, p(3, 300), FILES)

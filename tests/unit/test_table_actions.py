@@ -7,7 +7,8 @@ import pytest
 
 from binlake.binlog.names import TableName
 from binlake.ddl.parse import DdlStatement, parse_ddl
-from binlake.lake.table_actions import (
+from binlake.lake.spark.lookup import split_name
+from binlake.lake.tables.actions import (
     ClaimTableName,
     DeleteAllRows,
     DropLakeTable,
@@ -16,7 +17,6 @@ from binlake.lake.table_actions import (
     RenameLakeTable,
     TableAction,
     dropped_table_name,
-    split_name,
     table_actions,
 )
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from binlake.binlog import temporal
-from binlake.binlog.charsets import COLLATIONS, codec_for_collation, decode_text
 from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.decimals import decimal_size, decode_decimal, encode_decimal
+from binlake.binlog.encodings import temporal
+from binlake.binlog.encodings.charsets import COLLATIONS, codec_for_collation, decode_text
+from binlake.binlog.encodings.decimals import decimal_size, decode_decimal, encode_decimal
 from binlake.binlog.errors import InvalidEventError, UnsupportedTypeError, ValueDecodeError
 from binlake.binlog.tablemap import BLOB_COMPRESSED
 from binlake.binlog.values import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binlake.lake.iceberg_meta import LakeSnapshot, LakeTable
+from binlake.lake.catalog.metadata import LakeLineage, LakeSnapshot
 from binlake.position import SourcePosition
 from binlake.relay.scan import RelayFollower, RelayTransaction
-from binlake.verify.plan import Exact, Retry, Unknown, Wait, decide
+from binlake.verify.plan import Exact, ReadAgain, Unknown, Wait, decide
 
 FILE = "mariadb-bin.000001"
 TABLE = "shop.orders"
@@ -18,13 +18,13 @@ def pos(offset: int, file: str = FILE) -> SourcePosition:
     return SourcePosition(file, offset)
 
 
-def lake(*positions: int | None) -> LakeTable:
+def lake(*positions: int | None) -> LakeLineage:
     """A lineage (newest first) of snapshots at these positions (None: not a binlake one)."""
     snapshots = []
     for i, offset in enumerate(positions):
         summary = {} if offset is None else {"binlake.position": str(pos(offset))}
         snapshots.append(LakeSnapshot(100 - i, 99 - i, 0, summary))
-    return LakeTable(("shop", "orders"), tuple(snapshots))
+    return LakeLineage(("shop", "orders"), tuple(snapshots))
 
 
 def relay(end: int, *changes: tuple[int, str], coverage: int | None = None) -> RelayFollower:
@@ -60,7 +60,7 @@ def test_a_relay_log_that_has_not_reached_p_means_waiting() -> None:
 
 def test_a_batch_that_stepped_over_p_means_a_retry() -> None:
     decision = decide(lake(600, 300), TABLE, pos(500), relay(700, (400, TABLE)))
-    assert isinstance(decision, Retry) and "later snapshot" in decision.reason
+    assert isinstance(decision, ReadAgain) and "later snapshot" in decision.reason
 
 
 def test_an_older_snapshot_with_no_change_up_to_p_is_exact_even_if_newer_ones_exist() -> None:
@@ -69,7 +69,7 @@ def test_an_older_snapshot_with_no_change_up_to_p_is_exact_even_if_newer_ones_ex
 
 
 def test_snapshots_all_after_p_mean_a_retry() -> None:
-    assert isinstance(decide(lake(600), TABLE, pos(500), relay(700)), Retry)
+    assert isinstance(decide(lake(600), TABLE, pos(500), relay(700)), ReadAgain)
 
 
 def test_snapshots_binlake_did_not_make_are_skipped() -> None:
@@ -79,7 +79,7 @@ def test_snapshots_binlake_did_not_make_are_skipped() -> None:
 
 
 def test_a_table_never_applied_is_empty_at_p_unless_a_change_is_waiting() -> None:
-    empty = LakeTable(("shop", "orders"), ())
+    empty = LakeLineage(("shop", "orders"), ())
     assert decide(empty, TABLE, pos(500), relay(500)) == Exact(None, None)
     waiting = decide(empty, TABLE, pos(500), relay(500, (200, TABLE)))
     assert isinstance(waiting, Wait)
@@ -93,7 +93,7 @@ def test_purged_relay_files_before_the_newest_snapshot_hold_no_unapplied_change(
 
 def test_purged_relay_files_before_an_older_snapshot_mean_a_retry() -> None:
     decision = decide(lake(600, 300), TABLE, pos(500), relay(700, coverage=350))
-    assert isinstance(decision, Retry) and "no longer holds" in decision.reason
+    assert isinstance(decision, ReadAgain) and "no longer holds" in decision.reason
 
 
 def test_positions_compare_across_binlog_files() -> None:
@@ -103,6 +103,6 @@ def test_positions_compare_across_binlog_files() -> None:
 
 
 def test_a_lineage_cut_by_expiry_before_any_binlake_snapshot_is_unknown_not_empty() -> None:
-    cut = LakeTable(("shop", "orders"), lake(None).lineage, lineage_cut=True)
+    cut = LakeLineage(("shop", "orders"), lake(None).lineage, lineage_cut=True)
     decision = decide(cut, TABLE, pos(500), relay(500))
     assert isinstance(decision, Unknown) and "expiry" in decision.reason

@@ -8,7 +8,7 @@ tracked, so the checkpoint (the oldest file with a non-zero count, else the newe
 file) is never past what the applier has applied.
 
 A DDL whose column changes are pending on a table (planned at the table's next TABLE_MAP, see
-``binlake.lake.tables``) keeps its transaction counted (``DdlHolds``) until the table's schema
+``binlake.lake.tables.lake``) keeps its transaction counted (``DdlHolds``) until the table's schema
 has it or the table is gone: until then a restart must read the DDL again.
 
 After a crash the counts are rebuilt by the same code: reading starts at the recorded

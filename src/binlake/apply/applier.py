@@ -63,10 +63,10 @@ from binlake.config import Config
 from binlake.console import MB, Console, reconnect_notice
 from binlake.crashpoints import crash_point
 from binlake.errors import BinlakeError, CommitConflictError, SourcePositionLostError
-from binlake.lake.session import SparkSession
-from binlake.lake.tables import Lake
-from binlake.lake.target import LakeTarget
-from binlake.lake.target_check import probe_catalog
+from binlake.lake.catalog.target import LakeTarget
+from binlake.lake.spark.session import SparkSession
+from binlake.lake.spark.target_check import probe_catalog
+from binlake.lake.tables.lake import Lake
 from binlake.maintain.schedule import ScheduledMaintenance
 from binlake.metrics import (
     COMMIT_RETRIES,

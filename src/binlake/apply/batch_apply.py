@@ -14,11 +14,12 @@ applied at once (``Lake.alter``): the schema evolved from the statement, then on
 ALTER's position, the backfill of the values the ALTER gave the table's rows (no row event
 carries them) or an empty append; so a table whose last change is an ALTER has that position,
 and a restart after a crash before that commit reads the ALTER again (crash safety: see
-``binlake.lake.tables``). An ALTER whose types the statement alone cannot place becomes
+``binlake.lake.tables.lake``). An ALTER whose types the statement alone cannot place becomes
 *pending* on its table (``Lake.prepare`` evolves the schema at the table's next TABLE_MAP, the
 truth about the columns, and backfills then); its relay-log transaction stays counted in the
 checkpoint until then (``held``), so that a restart reads it again. TRUNCATE, DROP, RENAME and
-CREATE are ``table_actions``; a TRUNCATE the table already has (by position) is not run again,
+CREATE are table actions (``binlake.lake.tables.actions``); a TRUNCATE the table already has (by
+position) is not run again,
 and a RENAME whose target already exists was made before a crash: a table of the old name can
 only be a replay's re-creation, and is dropped.
 """
@@ -34,7 +35,7 @@ from binlake.apply.accounting import DdlHolds
 from binlake.apply.commit_queue import CommitQueue, commit_worker
 from binlake.apply.holds import CopyHolds
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
-from binlake.binlog.charsets import decode_text
+from binlake.binlog.encodings.charsets import decode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.names import TableName
@@ -45,10 +46,11 @@ from binlake.crashpoints import crash_point
 from binlake.ddl.defaults import StatementContext
 from binlake.ddl.parse import parse_ddl
 from binlake.ddl.statements import AlterTable, DdlStatement, RenameTables
-from binlake.lake.changes import ChangeLog, KeyedChanges
-from binlake.lake.commit import BATCH, GTID, POSITION, RELAY
-from binlake.lake.iceberg_meta import with_retries
-from binlake.lake.table_actions import (
+from binlake.lake.catalog.metadata import with_retries
+from binlake.lake.catalog.summary import BATCH, GTID, POSITION, RELAY
+from binlake.lake.catalog.write_path import Write
+from binlake.lake.spark.lookup import table_exists
+from binlake.lake.tables.actions import (
     ClaimTableName,
     DeleteAllRows,
     DropLakeTable,
@@ -58,10 +60,9 @@ from binlake.lake.table_actions import (
     is_kept_dropped,
     run_table_action,
     table_actions,
-    table_exists,
 )
-from binlake.lake.tables import Lake, LakeTable
-from binlake.lake.write_path import Write
+from binlake.lake.tables.lake import Lake, LakeTable
+from binlake.lake.write.changes import ChangeLog, KeyedChanges
 from binlake.position import SourcePosition, is_new_for
 from binlake.relay.reader import RelayGroup
 from binlake.typemap import ZeroDateCounts, row_converter
@@ -346,7 +347,8 @@ class BatchApplier:
         self, action: TableAction, position: SourcePosition, properties: dict[str, str]
     ) -> None:
         """A table action, tried again after a conflicting commit: each action finds what is
-        done already (``table_actions``), and a DROP commits nothing that could conflict."""
+        done already (``binlake.lake.tables.actions``), and a DROP commits nothing that could
+        conflict."""
         table = action.old if isinstance(action, RenameLakeTable) else action.table
         self.lake.committing(
             table,

@@ -1,5 +1,5 @@
 """The applier's cut recorder: after a batch's tables are committed, a consistent cut
-(``binlake.cuts``) in the cuts table (``binlake.lake.cuts_table``), at most every
+(``binlake.cuts``) in the cuts table (``binlake.lake.cuts.table``), at most every
 ``[cuts] every_s`` (the last batch of a quiet spell is recorded once the interval has passed).
 
 Why a cut is exact. The applier applies transactions in source order, batch after batch; once
@@ -36,11 +36,11 @@ from binlake.config import Config
 from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.cuts import COPYING, Cut, TableAt, origin_of, retained
-from binlake.lake.catalog import spark_lake_tables, spark_table_lineage
-from binlake.lake.cuts_table import CutsTable, TableState, lineage_state
-from binlake.lake.iceberg_meta import LakeTable, lake_tables, read_table
-from binlake.lake.session import SparkSession
-from binlake.lake.target import LakeTarget
+from binlake.lake.catalog.metadata import LakeLineage, lake_tables, read_table
+from binlake.lake.catalog.target import LakeTarget
+from binlake.lake.cuts.table import CutsTable, TableState, lineage_state
+from binlake.lake.spark.lineage import spark_lake_tables, spark_table_lineage
+from binlake.lake.spark.session import SparkSession
 from binlake.position import SourcePosition, at_or_before
 from binlake.storage.expiry_lock import ExpiryLock
 
@@ -207,14 +207,14 @@ class CutRecorder:
                 self._note(found)
         return self._states
 
-    def _note(self, lineage: LakeTable) -> None:
+    def _note(self, lineage: LakeLineage) -> None:
         source = self.target.source_table(lineage.identifier)
         if source is None or not self.target.selected(source) or len(lineage.identifier) != 2:
             return
         identifier = (lineage.identifier[0], lineage.identifier[1])
         self._states[source] = (identifier, lineage_state(lineage))
 
-    def _lineage(self, identifier: tuple[str, ...]) -> LakeTable | None:
+    def _lineage(self, identifier: tuple[str, ...]) -> LakeLineage | None:
         if self.target.embedded:
             return read_table(self.target.warehouse, identifier, self.target.catalog)
         return spark_table_lineage(self.spark, self.target, identifier)

@@ -43,7 +43,7 @@ from binlake.binlog.transactions import GroupKind
 from binlake.ddl.parse import parse_ddl
 from binlake.ddl.statements import DdlStatement, DropDatabase
 from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError
-from binlake.lake.schema import shape
+from binlake.lake.schema.evolution import shape
 from binlake.position import SourcePosition
 from binlake.relay.reader import RelayGroup
 

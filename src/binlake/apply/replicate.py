@@ -4,9 +4,10 @@ The process takes the state folder's lock once, for both: the receiver writes th
 the applier writes the checkpoint record and purges old relay files. The receiver recovers the
 relay log at its start (design "Recovery routine", step 1), once it has logged in to the source;
 meanwhile a thread of its own starts Spark and warms it for the first batch
-(``binlake.lake.warm``); a recovery that fails is reported at once, without waiting for Spark.
-This thread then checks the target (``binlake.lake.target_check``: the master, an executor, the
-catalog, the namespaces, the warehouse's space; a problem stops the run with its fix). The
+(``binlake.lake.tables.warm``); a recovery that fails is reported at once, without waiting for
+Spark. This thread then checks the target (``binlake.lake.spark.target_check``: the master, an
+executor, the catalog, the namespaces, the warehouse's space; a problem stops the run with its
+fix). The
 applier then reads the lake's positions and starts at the recorded checkpoint (steps 2-4, see
 ``binlake.apply.applier``). A source that cannot be reached or a refused login is reported
 before Spark starts; a lost source position (``SourcePositionLostError``, step 5), known only
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 from binlake.apply.applier import Applier, ApplyResult
 from binlake.config import Config
 from binlake.console import Console, ReceiverProgress
-from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
-from binlake.lake.target import LakeTarget, lake_target
-from binlake.lake.target_check import require_target
-from binlake.lake.warm import warm_up
+from binlake.lake.catalog.target import LakeTarget, lake_target
+from binlake.lake.spark.session import SparkSession, build_session, spark_settings, stop_session
+from binlake.lake.spark.target_check import require_target
+from binlake.lake.tables.warm import warm_up
 from binlake.metrics import Metrics, MetricsServer
 from binlake.relay.handoff import RelayProgress
 from binlake.source.receiver import Receiver, ReceiveResult
@@ -149,7 +150,7 @@ class Replicator:
         """The session, started once the receiver has logged in to the source (so that a source
         that cannot be reached or a refused login is reported before Spark starts, which takes
         seconds), while the receiver recovers the relay log; then warmed for the first batch
-        (``binlake.lake.warm``). None when the run ended (or was stopped) before that. A
+        (``binlake.lake.tables.warm``). None when the run ended (or was stopped) before that. A
         recovery that fails meanwhile is raised at once: the start goes on in its own thread,
         given up (``_SessionStart``)."""
         state = self.relay.state()

@@ -29,8 +29,8 @@ from types import MappingProxyType
 from typing import Any
 
 from binlake.binlog.constants import EventType
+from binlake.binlog.encodings.mariadb_types import HINTS
 from binlake.binlog.errors import InvalidEventError
-from binlake.binlog.mariadb_types import HINTS
 
 __all__ = [
     "FACTS_MAGIC",

@@ -14,13 +14,13 @@ TIME(fsp)               ``datetime.timedelta``
 CHAR/VARCHAR/TEXT       ``str`` decoded with the column's charset (never replaced)
 BINARY/VARBINARY/BLOB   ``bytes`` (BINARY(n) padded back to n bytes with NUL, as stored)
 ENUM, SET               ``str``: the label; SET members comma-joined in declared order
-JSON (MySQL)            ``str``: the document as text (``binlake.binlog.mysql_json``)
+JSON (MySQL)            ``str``: the document as text (``binlake.binlog.encodings.mysql_json``)
 GEOMETRY                ``Geometry(srid, wkb)``
 ======================  ============================================================
 
 MariaDB's UUID, INET4 and INET6 columns cannot be told from BINARY(16)/BINARY(4) in the binlog
-(see ``binlake.binlog.mariadb_types``): they decode to ``bytes`` unless the caller passes a hint
-(``"uuid"``, ``"inet4"``, ``"inet6"``) for the column, which yields MariaDB's canonical text.
+(see ``binlake.binlog.encodings.mariadb_types``): they decode to ``bytes`` unless the caller passes
+a hint (``"uuid"``, ``"inet4"``, ``"inet6"``) for the column, which yields MariaDB's canonical text.
 
 Each decodable type has a *source snippet*: Python statements that read one value at ``b[p:]``
 into a variable and advance ``p``. ``binlake.binlog.rowcodec`` pastes the snippets of a row's
@@ -36,17 +36,16 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Final
 
-from binlake.binlog import temporal
-from binlake.binlog.charsets import codec_for_collation
 from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.decimals import (
+from binlake.binlog.encodings import temporal
+from binlake.binlog.encodings.charsets import codec_for_collation
+from binlake.binlog.encodings.decimals import (
     DECIMAL_NAMESPACE,
     decimal_size,
     decimal_source,
     encode_decimal,
 )
-from binlake.binlog.errors import InvalidEventError, UnsupportedTypeError, ValueDecodeError
-from binlake.binlog.mariadb_types import (
+from binlake.binlog.encodings.mariadb_types import (
     HINT_LENGTHS,
     HINTS,
     format_inet4,
@@ -54,13 +53,14 @@ from binlake.binlog.mariadb_types import (
     format_uuid,
     parse_hinted,
 )
+from binlake.binlog.encodings.temporal import ZeroDate
+from binlake.binlog.errors import InvalidEventError, UnsupportedTypeError, ValueDecodeError
 from binlake.binlog.tablemap import (
     BLOB_COMPRESSED,
     VARCHAR_COMPRESSED,
     TableMap,
     real_type_and_length,
 )
-from binlake.binlog.temporal import ZeroDate
 
 __all__ = [
     "ABSENT",
@@ -339,7 +339,7 @@ def _set_text(labels: tuple[str, ...]) -> Callable[[int], str]:
 
 
 def _decode_json(data: bytes) -> str:
-    from binlake.binlog.mysql_json import decode_mysql_json
+    from binlake.binlog.encodings.mysql_json import decode_mysql_json
 
     return decode_mysql_json(bytes(data))
 
@@ -348,7 +348,7 @@ def _encode_json(text: str) -> bytes:
     """MySQL binary JSON for a document given as text (pass bytes to keep a binary form)."""
     import json
 
-    from binlake.binlog.mysql_json import encode_mysql_json
+    from binlake.binlog.encodings.mysql_json import encode_mysql_json
 
     return encode_mysql_json(json.loads(text))
 

@@ -1,5 +1,5 @@
 """`binlake check-target`: can binlake write its lake as configured? Each check (master,
-session and executors, catalog, namespaces, warehouse space: binlake.lake.target_check) is
+session and executors, catalog, namespaces, warehouse space: binlake.lake.spark.target_check) is
 printed with what it found, or as a problem with its fix. Exit 0 if the target is ready, 1 if
 not. pyspark is imported only when the command runs."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from binlake.config import load_config
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
 
 if TYPE_CHECKING:
-    from binlake.lake.target_check import TargetCheck
+    from binlake.lake.spark.target_check import TargetCheck
 
 EXIT_PROBLEMS = 1
 
@@ -31,7 +31,7 @@ def register(commands: Any) -> None:
 
 
 def run_check_target(args: argparse.Namespace) -> int:
-    from binlake.lake.target_check import check_target
+    from binlake.lake.spark.target_check import check_target
 
     target = lake_target(load_config(args.config))
     print(f"target {target.master}, catalog {target.catalog} at {target.location}")

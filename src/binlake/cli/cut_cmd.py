@@ -40,9 +40,9 @@ def register(commands: Any) -> None:
 def run_cut(args: argparse.Namespace) -> int:
     parse_at(args.at)  # a malformed --at is refused before Spark starts
     config = load_config(args.config)
-    from binlake.lake.read import cut_at, table_sql
-    from binlake.lake.session import build_session, spark_settings, stop_session
-    from binlake.lake.target import lake_target
+    from binlake.lake.catalog.target import lake_target
+    from binlake.lake.cuts.read import cut_at, table_sql
+    from binlake.lake.spark.session import build_session, spark_settings, stop_session
 
     spark = build_session(spark_settings(lake_target(config), "binlake-cut"))
     try:

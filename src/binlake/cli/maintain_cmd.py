@@ -43,8 +43,8 @@ def run_maintain(args: argparse.Namespace) -> int:
     only = parse_tables_option(args.tables) if args.tables is not None else None
     config = load_config(args.config)
     from binlake.console import Console
-    from binlake.lake.session import build_session, spark_settings, stop_session
-    from binlake.lake.target import lake_target
+    from binlake.lake.catalog.target import lake_target
+    from binlake.lake.spark.session import build_session, spark_settings, stop_session
     from binlake.maintain.runner import Maintainer, TableReport
     from binlake.storage.expiry_lock import ExpiryLock
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from binlake.config import load_config
-from binlake.lake.target import LakeTarget, lake_target
+from binlake.lake.catalog.target import LakeTarget, lake_target
 from binlake.verify.status import StatusReport, TableStatus, collect_status, status_json
 
 if TYPE_CHECKING:
-    from binlake.lake.iceberg_meta import LakeTable
+    from binlake.lake.catalog.metadata import LakeLineage
 
 #: `status` exit code when it printed its report but some state it reads is damaged
 #: (EX_DATAERR, as for a damaged log file).
@@ -74,10 +74,10 @@ def state_problems(report: StatusReport) -> list[str]:
     return problems
 
 
-def _spark_tables(target: LakeTarget) -> list[LakeTable]:
+def _spark_tables(target: LakeTarget) -> list[LakeLineage]:
     """Tables of a non-embedded catalog, through a Spark session started for this."""
-    from binlake.lake.catalog import spark_lake_tables
-    from binlake.lake.session import build_session, spark_settings, stop_session
+    from binlake.lake.spark.lineage import spark_lake_tables
+    from binlake.lake.spark.session import build_session, spark_settings, stop_session
 
     spark = build_session(spark_settings(target, "binlake-status"))
     try:

@@ -1,7 +1,7 @@
 """``[catalog]``: the Iceberg catalog binlake writes to, when it is not the embedded one.
 
 Absent (or ``type = "embedded"``): binlake's embedded catalog, Iceberg's JDBC catalog on an
-SQLite file in ``[target] warehouse`` (``binlake.lake.embedded_catalog``: its commit is an
+SQLite file in ``[target] warehouse`` (``binlake.lake.catalog.embedded``: its commit is an
 atomic compare-and-swap across processes). ``type = "hadoop"``: the Hadoop catalog in ``[target]
 warehouse`` that was the embedded default before (a commit is a check-then-rename: two writers
 in two processes can lose one's commit; docs/spark.md). ``type = "jdbc"``: Iceberg's JDBC

@@ -35,10 +35,15 @@ import struct
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
-from binlake.binlog.charsets import charset_of, decode_text
+from binlake.binlog.encodings.charsets import charset_of, decode_text
+from binlake.binlog.encodings.mariadb_types import (
+    format_inet4,
+    format_inet6,
+    format_uuid,
+    parse_hinted,
+)
 from binlake.binlog.errors import BinlakeError
 from binlake.binlog.events import QueryEvent
-from binlake.binlog.mariadb_types import format_inet4, format_inet6, format_uuid, parse_hinted
 from binlake.binlog.source_facts import ZoneTimes
 from binlake.ddl.literals import (
     BytesLiteral,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from binlake.binlog.charsets import decode_text, encode_text
+from binlake.binlog.encodings.charsets import decode_text, encode_text
 from binlake.binlog.errors import BinlakeError
 from binlake.ddl.tokens import Token, tokenize
 

@@ -16,8 +16,8 @@ names and strings, comments and executable comments.
 
 Column types are kept as text: ``binlake.ddl.types`` maps them to the Iceberg columns the
 TABLE_MAP would give, where the text settles it, so that an ALTER is applied when it is read;
-the TABLE_MAP that follows stays the ground truth (``binlake.lake.schema``); the DDL also tells
-renames from drop+add. A column definition keeps what decides the value the rows a table
+the TABLE_MAP that follows stays the ground truth (``binlake.lake.schema.evolution``); the DDL also
+tells renames from drop+add. A column definition keeps what decides the value the rows a table
 already has get when the column is added (``binlake.ddl.defaults``): its DEFAULT exactly
 as written, NOT NULL / NULL, its charset, AUTO_INCREMENT, generated.
 The statement classes live in ``binlake.ddl.statements`` and are re-exported here.
@@ -82,7 +82,7 @@ class _ParseError(Exception):
 _END = Token("end", "", -1, -1)
 
 
-class _Parser:
+class _DdlParser:
     """Recursive descent over the tokens of one statement."""
 
     def __init__(self, text: str, database: str) -> None:
@@ -193,7 +193,7 @@ def parse_ddl(
     if not _DDL_WORD.search(query):
         return None  # BEGIN, COMMIT, XA ...: the common case, without tokenizing
     try:
-        return _statement(_Parser(query, database))
+        return _statement(_DdlParser(query, database))
     except _ParseError as error:
         problem = str(error)
     known, table = _table_of(query, database)
@@ -211,7 +211,7 @@ def parse_ddl(
 def _table_of(query: str, database: str) -> tuple[bool, TableName | None]:
     """Whether ``query`` is a table statement binlake follows, and the first table it names
     (None when even that cannot be read)."""
-    parser = _Parser(query, database)
+    parser = _DdlParser(query, database)
     head = parser.peek()
     if head.is_word("ALTER"):
         known = _alter_head(parser)
@@ -234,7 +234,7 @@ def _table_of(query: str, database: str) -> tuple[bool, TableName | None]:
 _DDL_WORD = re.compile(r"\b(?:CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 
 
-def _alter_head(parser: _Parser) -> bool:
+def _alter_head(parser: _DdlParser) -> bool:
     """Consume ``ALTER [ONLINE] [IGNORE] TABLE [IF EXISTS]``; False if that is not next."""
     if not parser.accept("ALTER"):
         return False
@@ -246,7 +246,7 @@ def _alter_head(parser: _Parser) -> bool:
     return True
 
 
-def _statement(parser: _Parser) -> DdlStatement | None:
+def _statement(parser: _DdlParser) -> DdlStatement | None:
     head = parser.peek()
     if head.is_word("CREATE"):
         return _create(parser)
@@ -267,7 +267,7 @@ def _statement(parser: _Parser) -> DdlStatement | None:
     return None
 
 
-def _create(parser: _Parser) -> CreateTable | None:
+def _create(parser: _DdlParser) -> CreateTable | None:
     parser.expect("CREATE")
     or_replace = parser.accept("OR", "REPLACE")
     if not parser.accept("TABLE"):
@@ -277,7 +277,7 @@ def _create(parser: _Parser) -> CreateTable | None:
     return CreateTable(table, parser.text, if_not_exists=if_not_exists, or_replace=or_replace)
 
 
-def _drop(parser: _Parser) -> DropTables | DropDatabase | None:
+def _drop(parser: _DdlParser) -> DropTables | DropDatabase | None:
     parser.expect("DROP")
     if parser.accept("DATABASE") or parser.accept("SCHEMA"):
         parser.accept("IF", "EXISTS")
@@ -295,7 +295,7 @@ def _drop(parser: _Parser) -> DropTables | DropDatabase | None:
     return DropTables(tuple(names), parser.text, if_exists=if_exists)
 
 
-def _rename_tables(parser: _Parser) -> RenameTables | None:
+def _rename_tables(parser: _DdlParser) -> RenameTables | None:
     parser.expect("RENAME")
     if not (parser.accept("TABLE") or parser.accept("TABLES")):
         return None  # RENAME USER
@@ -313,7 +313,7 @@ def _rename_tables(parser: _Parser) -> RenameTables | None:
     return RenameTables(tuple(pairs), parser.text)
 
 
-def _alter(parser: _Parser) -> AlterTable | None:
+def _alter(parser: _DdlParser) -> AlterTable | None:
     if not _alter_head(parser):
         return None  # ALTER USER, DATABASE, VIEW, SEQUENCE...
     table = parser.table_name()
@@ -353,7 +353,7 @@ _OPTION_WORDS = _words(
 )
 
 
-def _alter_clause(parser: _Parser) -> list[AlterClause]:
+def _alter_clause(parser: _DdlParser) -> list[AlterClause]:
     head = parser.peek()
     if head.is_word("ADD"):
         return _add_clause(parser)
@@ -384,7 +384,7 @@ def _alter_clause(parser: _Parser) -> list[AlterClause]:
     raise _ParseError(f"unknown ALTER TABLE clause {head.value!r}")
 
 
-def _names_index(parser: _Parser) -> bool:
+def _names_index(parser: _DdlParser) -> bool:
     """Whether the next words start an index, key, constraint, period or system versioning
     (``PERIOD`` and ``SYSTEM`` are also valid column names)."""
     word = parser.peek()
@@ -395,7 +395,7 @@ def _names_index(parser: _Parser) -> bool:
     return word.kind == "word" and word.value.upper() in _INDEX_WORDS
 
 
-def _add_clause(parser: _Parser) -> list[AlterClause]:
+def _add_clause(parser: _DdlParser) -> list[AlterClause]:
     head = parser.next()  # ADD
     if _names_index(parser) or parser.peek().is_word("PARTITION"):
         parser.skip_to_clause_end()
@@ -419,7 +419,7 @@ def _add_clause(parser: _Parser) -> list[AlterClause]:
     return clauses
 
 
-def _drop_clause(parser: _Parser) -> AlterClause:
+def _drop_clause(parser: _DdlParser) -> AlterClause:
     head = parser.next()  # DROP
     word = parser.peek()
     if word.is_word("PARTITION"):
@@ -436,7 +436,7 @@ def _drop_clause(parser: _Parser) -> AlterClause:
     return DropColumnClause(name, if_exists)
 
 
-def _rename_clause(parser: _Parser) -> AlterClause:
+def _rename_clause(parser: _DdlParser) -> AlterClause:
     head = parser.next()  # RENAME
     if parser.accept("COLUMN"):
         parser.accept("IF", "EXISTS")
@@ -460,7 +460,7 @@ _ATTRIBUTE_WORDS = _words(
 )
 
 
-def _column_definition(parser: _Parser) -> ColumnDefinition:
+def _column_definition(parser: _DdlParser) -> ColumnDefinition:
     name = parser.identifier()
     type_start = parser.peek()
     if type_start.kind != "word":
@@ -478,7 +478,7 @@ def _column_definition(parser: _Parser) -> ColumnDefinition:
     return column
 
 
-def _column_attribute(parser: _Parser, column: ColumnDefinition) -> ColumnDefinition:
+def _column_attribute(parser: _DdlParser, column: ColumnDefinition) -> ColumnDefinition:
     """``column`` with the next attribute of its definition read (unknown ones skipped)."""
     token = parser.peek()
     if parser.accept("NOT", "NULL") or parser.accept("PRIMARY", "KEY"):
@@ -507,7 +507,7 @@ def _column_attribute(parser: _Parser, column: ColumnDefinition) -> ColumnDefini
     return column
 
 
-def _default_expression(parser: _Parser) -> str:
+def _default_expression(parser: _DdlParser) -> str:
     """One DEFAULT value, as written: a literal (adjacent strings are one), a signed number,
     a function call or ``( expr )``."""
     start = parser.peek()

@@ -5,7 +5,7 @@ CHANGE or MODIFY column definition (``INT(11) UNSIGNED``, ``NATIONAL VARCHAR(20)
 ``DECIMAL(8)``, ``TIMESTAMP(3)``) to the same ``LakeColumn``: the same Iceberg type and the same
 source type spelling (``INT UNSIGNED``, ``VARCHAR``, ``DECIMAL(8,0)``, ``TIMESTAMP(3)``), so that
 the TABLE_MAP which follows finds nothing to change. It lets the applier evolve a table when the
-ALTER is applied rather than at the table's next rows (``schema.plan_from_statement``).
+ALTER is applied rather than at the table's next rows (``evolution.plan_from_statement``).
 
 Where the text alone does not settle what the TABLE_MAP will say, the answer is None and the
 TABLE_MAP decides: ``TEXT(n)`` and ``BLOB(n)`` (the size picks the type, in bytes for the

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from binlake.config.maintenance import MaintenanceConfig
-from binlake.lake.table_maintenance import TableHealth
+from binlake.lake.tables.maintenance import TableHealth
 
 
 class Step(StrEnum):

@@ -8,9 +8,9 @@ Safe beside a running ``binlake replicate``:
   sequence number it started from, so a row delta committed meanwhile still deletes the rows it
   replaced in the rewritten files;
 * the applied position's snapshot is kept by binlake's tags through any expiry
-  (``binlake.lake.applied_tag``), and so is every snapshot a retained consistent cut names
+  (``binlake.lake.write.applied_tag``), and so is every snapshot a retained consistent cut names
   (tagged ``binlake-cut-<id>`` just before the table's expiry, in one commit of its own:
-  ``binlake.lake.cuts_table``; every expiry, a retry's too, tags again first);
+  ``binlake.lake.cuts.table``; every expiry, a retry's too, tags again first);
 * files a running replicate stored and has not committed yet are younger than
   ``orphan_min_age_s`` (at least a day): orphan removal never takes them;
 * a commit another writer beat (``CommitConflictError``) or a failing catalog is retried by
@@ -37,12 +37,14 @@ from binlake.config import Config
 from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.cuts import protected_snapshots
-from binlake.lake.catalog import spark_lake_tables
-from binlake.lake.cuts_table import CutsTable, protect
-from binlake.lake.iceberg_meta import lake_tables
-from binlake.lake.session import SparkSession
-from binlake.lake.spark_errors import spark_errors
-from binlake.lake.table_maintenance import (
+from binlake.lake.catalog.metadata import lake_tables
+from binlake.lake.catalog.target import LakeTarget, lake_target
+from binlake.lake.cuts.table import CutsTable, protect
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.lineage import spark_lake_tables
+from binlake.lake.spark.session import SparkSession
+from binlake.lake.spark.target_check import probe_catalog
+from binlake.lake.tables.maintenance import (
     TableHealth,
     compact,
     expire_snapshots,
@@ -51,8 +53,6 @@ from binlake.lake.table_maintenance import (
     rewrite_manifests,
     table_health,
 )
-from binlake.lake.target import LakeTarget, lake_target
-from binlake.lake.target_check import probe_catalog
 from binlake.maintain.plan import Planned, Step, plan_table
 from binlake.retry import Retry
 from binlake.source.policy import Backoff

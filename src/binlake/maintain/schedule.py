@@ -36,7 +36,7 @@ from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console
 from binlake.errors import BinlakeError
-from binlake.lake.session import SparkSession
+from binlake.lake.spark.session import SparkSession
 from binlake.maintain.plan import orphans_due
 from binlake.maintain.runner import Maintainer, TableReport
 from binlake.storage.expiry_lock import ExpiryLock

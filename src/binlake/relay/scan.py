@@ -128,7 +128,7 @@ def _file_start(path: Path) -> SourcePosition | None:
 
 
 @dataclass
-class _Cursor:
+class _ScanCursor:
     """Where the follower stands: a file, the offset after its last complete group, the
     format context in force there, and the source tracker at that point."""
 
@@ -155,7 +155,7 @@ class RelayFollower:
     end_timestamp: int | None = None
     #: The first source position the scanned files cover (None: from the very beginning).
     coverage_start: SourcePosition | None = None
-    _cursor: _Cursor | None = None
+    _cursor: _ScanCursor | None = None
 
     def refresh(self) -> None:
         """Read what the relay log gained since the last call."""
@@ -171,7 +171,7 @@ class RelayFollower:
             if cursor is None:
                 return  # a file was purged under us: start over at the next refresh
             if cursor.file != names[i]:
-                cursor = self._cursor = _Cursor(names[i], 0, None, cursor.tracker)
+                cursor = self._cursor = _ScanCursor(names[i], 0, None, cursor.tracker)
             self._read_file(cursor, newest=i == len(names) - 1)
 
     def _restart(self, files: list[RelayFile]) -> None:
@@ -186,9 +186,9 @@ class RelayFollower:
             if candidate.start is not None and at_or_before(candidate.start, self.after):
                 chosen = candidate
         self.coverage_start = chosen.start
-        self._cursor = _Cursor(chosen.name, 0, None, SourceTracker())
+        self._cursor = _ScanCursor(chosen.name, 0, None, SourceTracker())
 
-    def _read_file(self, cursor: _Cursor, *, newest: bool) -> None:
+    def _read_file(self, cursor: _ScanCursor, *, newest: bool) -> None:
         path = self.relay_dir / cursor.file
         grouper = TransactionGrouper()
         try:
@@ -215,7 +215,7 @@ class RelayFollower:
                 ) from None
             # the newest file's tail is still being written: what follows is not known yet
 
-    def _follow(self, group: EventGroup, cursor: _Cursor) -> None:
+    def _follow(self, group: EventGroup, cursor: _ScanCursor) -> None:
         """Move the cursor past ``group``; keep it when it is a transaction after ``after``."""
         events = group.events
         cursor.offset = group.end_offset
@@ -260,7 +260,7 @@ class RelayFollower:
 
 
 def _groups(
-    reader: BinlogFileReader, cursor: _Cursor, grouper: TransactionGrouper
+    reader: BinlogFileReader, cursor: _ScanCursor, grouper: TransactionGrouper
 ) -> Iterator[EventGroup]:
     """The complete groups of a file after ``cursor.offset`` (resumed with its saved context)."""
     if cursor.offset == 0 or cursor.ctx is None:
@@ -295,7 +295,9 @@ def _ctx_after(group: EventGroup, ctx: FormatContext | None) -> FormatContext | 
     return ctx
 
 
-def _transaction(group: EventGroup, position: SourcePosition, cursor: _Cursor) -> RelayTransaction:
+def _transaction(
+    group: EventGroup, position: SourcePosition, cursor: _ScanCursor
+) -> RelayTransaction:
     tables = frozenset(e.payload.name for e in group.events if isinstance(e.payload, TableMap))
     statement = None
     if group.kind is GroupKind.STATEMENT:

@@ -1,5 +1,6 @@
 """A chunk written by its task as one Parquet data file of the Iceberg table (no JVM on the data
-path); the driver commits the files (``binlake.lake.row_delta``: ``stage_stored``, ``commit``).
+path); the driver commits the files (``binlake.lake.write.row_delta``: ``stage_stored``,
+``commit``).
 
 Why: in Spark 3.5 a DataFrame write is row based: ``mapInArrow``'s batches would be turned back
 into rows in the JVM and encoded again by Iceberg's Parquet writer, which costs more CPU than

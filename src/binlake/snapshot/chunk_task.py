@@ -51,10 +51,10 @@ from binlake.errors import (
 )
 from binlake.snapshot.cells import locate
 from binlake.snapshot.chunk_files import FileTarget, write_chunk_file
-from binlake.snapshot.columns import ColumnSpec, quote, select_expression
+from binlake.snapshot.columns import CopyColumn, quote, select_expression
 from binlake.snapshot.decode import ZeroDates, decoder
 from binlake.snapshot.positions import Flavor, run_statement, task_position
-from binlake.snapshot.result_set import ColumnDefinition, TextResultReader
+from binlake.snapshot.result_set import ColumnPacket, TextResultReader
 from binlake.source.errmap import map_pymysql_error
 from binlake.source.settings import ConnectionSettings, connect_args, connection_settings
 
@@ -158,7 +158,7 @@ class ChunkPlan:
 
     database: str
     table: str
-    columns: tuple[ColumnSpec, ...]
+    columns: tuple[CopyColumn, ...]
     #: The column the ranges bound ("" only for a table without one: read whole, one range
     #: unbounded both ways). A resumed copy's one remaining range still has its lower bound.
     key: str
@@ -171,7 +171,7 @@ class ChunkPlan:
     #: without a key: one chunk, at its own position).
     positioned: bool = False
     #: The lake table is a change log: each row also gets ``_binlake_op`` = ``insert``, the
-    #: chunk's position and its sequence number there (``binlake.lake.schema``).
+    #: chunk's position and its sequence number there (``binlake.lake.schema.evolution``).
     changelog: bool = False
 
     def __post_init__(self) -> None:
@@ -287,7 +287,7 @@ def _read(
         run_statement(connection, "UNLOCK TABLES" if plan.flavor == "mysql" else "COMMIT", where)
 
 
-#: The change-log columns a copied row gets (``binlake.lake.schema.CHANGELOG_COLUMNS``).
+#: The change-log columns a copied row gets (``binlake.lake.schema.evolution.CHANGELOG_COLUMNS``).
 CHANGELOG_NAMES: Final = ["_binlake_op", "_binlake_position", "_binlake_seq"]
 
 
@@ -315,7 +315,7 @@ def chunk_query(plan: ChunkPlan, index: int, escape: Any) -> str:
     return sql + (" WHERE " + " AND ".join(terms) if terms else "")
 
 
-def column_shape(column: ColumnDefinition) -> ColumnShape:
+def column_shape(column: ColumnPacket) -> ColumnShape:
     """What of a result column must not change during a copy."""
     return (
         column.name,
@@ -327,7 +327,7 @@ def column_shape(column: ColumnDefinition) -> ColumnShape:
     )
 
 
-def check_shape(plan: ChunkPlan, columns: Sequence[ColumnDefinition]) -> None:
+def check_shape(plan: ChunkPlan, columns: Sequence[ColumnPacket]) -> None:
     shape = tuple(column_shape(c) for c in columns)
     if shape != plan.shape:
         changed = [

@@ -1,4 +1,4 @@
-"""A table's columns as a chunk task reads them: ``ColumnSpec`` (small and picklable: it travels
+"""A table's columns as a chunk task reads them: ``CopyColumn`` (small and picklable: it travels
 to the executors with the chunk plan), built on the driver from the lake schema binlake gives
 the table (``typemap``, through the TABLE_MAP ``source.table_shape`` builds) and the source's
 information_schema, so that a copied value has exactly the type streaming writes.
@@ -33,7 +33,7 @@ UTF8_CHARSETS: Final = frozenset({"utf8mb4", "utf8mb3", "utf8"})
 
 
 @dataclass(frozen=True, slots=True)
-class ColumnSpec:
+class CopyColumn:
     """One column as a chunk task reads and writes it."""
 
     name: str
@@ -83,7 +83,7 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def select_expression(spec: ColumnSpec) -> str:
+def select_expression(spec: CopyColumn) -> str:
     """What the chunk query selects for ``spec``."""
     if spec.kind == "float":
         return f"CAST({quote(spec.name)} AS DOUBLE)"
@@ -92,13 +92,13 @@ def select_expression(spec: ColumnSpec) -> str:
     return quote(spec.name)
 
 
-def column_specs(schema: LakeSchema, infos: Sequence[ColumnInfo]) -> tuple[ColumnSpec, ...]:
-    """One ``ColumnSpec`` per column of ``schema`` (the lake schema of the table whose
+def copy_columns(schema: LakeSchema, infos: Sequence[ColumnInfo]) -> tuple[CopyColumn, ...]:
+    """One ``CopyColumn`` per column of ``schema`` (the lake schema of the table whose
     information_schema columns are ``infos``, in the same order)."""
     if len(infos) != len(schema.columns):
         raise ValueError(f"{schema.source_table}: {len(infos)} columns, lake schema has others")
     return tuple(
-        ColumnSpec(
+        CopyColumn(
             name=lake.name,
             kind=info.data_type.lower(),
             lake=lake.type,

@@ -24,8 +24,8 @@ from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.console import Console
 from binlake.errors import StateLockedError
-from binlake.lake.session import build_session, spark_settings, stop_session
-from binlake.lake.target import lake_target
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.session import build_session, spark_settings, stop_session
 from binlake.snapshot.copier import TableCopy
 from binlake.snapshot.runner import SnapshotRunner, check_tables
 from binlake.source.settings import connection_settings

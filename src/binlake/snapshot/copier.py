@@ -4,13 +4,13 @@ Iceberg table with its progress, exactly once and consistent with streaming.
 **Algorithm** (chosen over per-chunk consistent snapshots and over DBLog's watermark
 correction; see "Why it is exact"). The driver takes the table's ``low`` position
 (``positions``: before any chunk is read), plans chunks from the key's range (``key_ranges``: a
-few queries), and runs one Spark job of one task per chunk (``binlake.lake.chunk_jobs``); each
+few queries), and runs one Spark job of one task per chunk (``binlake.lake.spark.chunk_jobs``); each
 task reads its key range in a plain autocommit SELECT with binlake's own result-set reader,
 decodes it column by column and writes one Parquet file of the table (``chunk_task``,
 ``chunk_files``), and reports (path, rows, zero dates). As tasks finish, the driver commits the
 files of the chunks done so far *in key order* (the longest finished prefix: a chunk finishing
 early waits for those before it) in one Iceberg commit through the lake's one file-commit path,
-the row delta's (``binlake.lake.row_delta``: ``stage_stored``, then ``commit``, as streaming's
+the row delta's (``binlake.lake.write.row_delta``: ``stage_stored``, then ``commit``, as streaming's
 batches commit), carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` =
 ``{id, next, rows, done}`` (``lake.snapshot_progress``): data and progress are one atomic
 commit, and ``next`` (the first key of the first chunk not committed) is all a resumed copy
@@ -71,15 +71,16 @@ from binlake.errors import (
     SourceError,
     SparkStatementError,
 )
-from binlake.lake.chunk_jobs import ChunkJob
-from binlake.lake.commit import POSITION, latest_binlake_summary
-from binlake.lake.delta_files import DeltaLayout, parquet_options, row_group_bytes
-from binlake.lake.row_delta import DeltaTable, RowDeltaWriter
-from binlake.lake.schema import plan_evolution
-from binlake.lake.session import SparkSession
-from binlake.lake.snapshot_progress import SNAPSHOT, VERSION, SnapshotProgress, progress_of
-from binlake.lake.table_actions import table_exists_now
-from binlake.lake.tables import Lake, LakeTable
+from binlake.lake.catalog.snapshot_progress import SNAPSHOT, VERSION, SnapshotProgress, progress_of
+from binlake.lake.catalog.summary import POSITION
+from binlake.lake.schema.evolution import plan_evolution
+from binlake.lake.spark.chunk_jobs import ChunkJob
+from binlake.lake.spark.lineage import latest_binlake_summary
+from binlake.lake.spark.lookup import table_exists_now
+from binlake.lake.spark.session import SparkSession
+from binlake.lake.tables.lake import Lake, LakeTable
+from binlake.lake.write.delta_files import DeltaLayout, parquet_options, row_group_bytes
+from binlake.lake.write.row_delta import DeltaTable, RowDeltaWriter
 from binlake.position import SourcePosition, parse_position
 from binlake.snapshot.chunk_files import FileTarget
 from binlake.snapshot.chunk_task import (

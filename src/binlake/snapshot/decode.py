@@ -1,6 +1,6 @@
 """Each source column's text-protocol cells -> the exact Arrow array binlake writes for it.
 
-The mapping is docs/spark.md's (``binlake.typemap``); ``columns.ColumnSpec`` carries what a task
+The mapping is docs/spark.md's (``binlake.typemap``); ``columns.CopyColumn`` carries what a task
 needs of it. Columnar (numpy over the raw bytes, or one Arrow cast of a zero-copy
 ``binary_view``):
 
@@ -29,8 +29,8 @@ UUID, INET4, INET6              string                  the server's text
 ==============================  ======================  ==========================================
 
 Per value (a Python loop over the column): text in any other charset (binlake's exact codecs,
-``binlake.binlog.charsets``; undecodable bytes raise ``ValueDecodeError``), GEOMETRY (WKB; EWKB
-with a non-zero SRID, ``typemap.geometry_wkb``).
+``binlake.binlog.encodings.charsets``; undecodable bytes raise ``ValueDecodeError``), GEOMETRY
+(WKB; EWKB with a non-zero SRID, ``typemap.geometry_wkb``).
 
 A cell that is not what its type promises (bytes invalid in the charset, a date of another
 width) is a ``ValueDecodeError`` naming the column: never written, never replaced.
@@ -47,11 +47,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from binlake.binlog.charsets import decode_text
+from binlake.binlog.encodings.charsets import decode_text
 from binlake.binlog.values import Geometry
 from binlake.errors import ValueDecodeError
 from binlake.snapshot.cells import Cells, Ints, Mask, as_binary_view
-from binlake.snapshot.columns import GEOMETRY_KINDS, UTF8_CHARSETS, ColumnSpec
+from binlake.snapshot.columns import GEOMETRY_KINDS, UTF8_CHARSETS, CopyColumn
 from binlake.typemap import geometry_wkb
 
 _DAYS_IN_MONTH: Final = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
@@ -62,7 +62,7 @@ ZeroDates = Counter[str]
 Decoder = Callable[[Cells, ZeroDates], pa.Array]
 
 
-def decoder(spec: ColumnSpec) -> Decoder:
+def decoder(spec: CopyColumn) -> Decoder:
     """The function turning a block's cells of ``spec`` into its Arrow array."""
     kind, target = spec.kind, spec.arrow_type()
     if kind == "date":
@@ -80,14 +80,14 @@ def decoder(spec: ColumnSpec) -> Decoder:
     return lambda cells, zero: _cast(cells, spec, target)
 
 
-def _cast(cells: Cells, spec: ColumnSpec, target: pa.DataType) -> pa.Array:
+def _cast(cells: Cells, spec: CopyColumn, target: pa.DataType) -> pa.Array:
     try:
         return pc.cast(as_binary_view(cells), target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         raise _bad(spec, f"a value is not a {target}: {error}") from None
 
 
-def _text_decoder(spec: ColumnSpec) -> Decoder:
+def _text_decoder(spec: CopyColumn) -> Decoder:
     if spec.charset in UTF8_CHARSETS:
         return lambda cells, zero: _utf8(cells, spec)
     if spec.charset == "ascii":
@@ -96,25 +96,25 @@ def _text_decoder(spec: ColumnSpec) -> Decoder:
     return lambda cells, zero: _per_value(cells, lambda raw: _text(raw, charset, spec), pa.string())
 
 
-def _bad(spec: ColumnSpec, text: str) -> ValueDecodeError:
+def _bad(spec: CopyColumn, text: str) -> ValueDecodeError:
     return ValueDecodeError(f"column {spec.name} ({spec.kind}): {text}")
 
 
-def _text(raw: bytes, charset: str, spec: ColumnSpec) -> str:
+def _text(raw: bytes, charset: str, spec: CopyColumn) -> str:
     try:
         return decode_text(raw, charset)
     except ValueDecodeError as error:
         raise _bad(spec, error.message) from None
 
 
-def _utf8(cells: Cells, spec: ColumnSpec) -> pa.Array:
+def _utf8(cells: Cells, spec: CopyColumn) -> pa.Array:
     try:
         return pc.cast(as_binary_view(cells), pa.string())
     except pa.ArrowInvalid as error:
         raise _bad(spec, f"bytes invalid in {spec.charset}: {error}") from None
 
 
-def _ascii(cells: Cells, spec: ColumnSpec) -> pa.Array:
+def _ascii(cells: Cells, spec: CopyColumn) -> pa.Array:
     out = pc.cast(as_binary_view(cells), pa.binary())
     data = out.buffers()[2]
     if data is not None and len(data) and np.frombuffer(data, np.uint8).max() >= 0x80:
@@ -143,7 +143,7 @@ _YEAR, _MONTH, _DAY, _HOUR, _MINUTE, _SECOND = (0, 4), (5, 2), (8, 2), (11, 2), 
 _SEPARATORS: Final = {4: 0x2D, 7: 0x2D, 10: 0x20, 13: 0x3A, 16: 0x3A, 19: 0x2E}
 
 
-def _fixed_text(cells: Cells, spec: ColumnSpec, width: int) -> npt.NDArray[np.int64]:
+def _fixed_text(cells: Cells, spec: CopyColumn, width: int) -> npt.NDArray[np.int64]:
     """Each cell's ``width`` bytes as digit values (separators as they are), after checking
     that every non-NULL cell is exactly ``width`` bytes of digits and the separators."""
     live = ~cells.nulls
@@ -182,7 +182,7 @@ def _calendar_days(matrix: npt.NDArray[np.int64]) -> tuple[Ints, Mask]:
     return era * 146097 + doe - 719468, valid
 
 
-def _nulls_for_invalid(cells: Cells, valid: Mask, spec: ColumnSpec, zero: ZeroDates) -> Mask:
+def _nulls_for_invalid(cells: Cells, valid: Mask, spec: CopyColumn, zero: ZeroDates) -> Mask:
     invalid = ~cells.nulls & ~valid
     if invalid.any():
         zero[spec.name] += int(invalid.sum())
@@ -193,14 +193,14 @@ def _validity(nulls: Mask) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(~nulls, bitorder="little")) if nulls.any() else None
 
 
-def _dates(cells: Cells, spec: ColumnSpec, zero: ZeroDates) -> pa.Array:
+def _dates(cells: Cells, spec: CopyColumn, zero: ZeroDates) -> pa.Array:
     days, valid = _calendar_days(_fixed_text(cells, spec, 10))
     nulls = _nulls_for_invalid(cells, valid, spec, zero)
     values = np.where(nulls, 0, days).astype(np.int32)
     return pa.Array.from_buffers(pa.date32(), cells.rows, [_validity(nulls), pa.py_buffer(values)])
 
 
-def _timestamps(cells: Cells, spec: ColumnSpec, target: pa.DataType, zero: ZeroDates) -> pa.Array:
+def _timestamps(cells: Cells, spec: CopyColumn, target: pa.DataType, zero: ZeroDates) -> pa.Array:
     fsp = spec.fsp
     matrix = _fixed_text(cells, spec, 19 + (fsp + 1 if fsp else 0))
     days, valid = _calendar_days(matrix)
@@ -222,7 +222,7 @@ def _digits(cells: Cells, offset: int, count: int) -> Ints:
     return value
 
 
-def _times(cells: Cells, spec: ColumnSpec) -> pa.Array:
+def _times(cells: Cells, spec: CopyColumn) -> pa.Array:
     """``[-]H?HH:MM:SS[.f{fsp}]`` -> signed microseconds (beyond 24 h kept)."""
     fsp = spec.fsp
     tail = 6 + (fsp + 1 if fsp else 0)  # ":MM:SS" and ".fff"

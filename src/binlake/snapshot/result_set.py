@@ -52,7 +52,7 @@ Offsets = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
-class ColumnDefinition:
+class ColumnPacket:
     """The fields of a column definition packet a chunk checks."""
 
     name: str
@@ -99,7 +99,7 @@ class TextResultReader:
 
     # ---- the query -----------------------------------------------------------------------
 
-    def query(self, sql: str) -> tuple[list[ColumnDefinition], Iterator[RowBlock]]:
+    def query(self, sql: str) -> tuple[list[ColumnPacket], Iterator[RowBlock]]:
         """Send ``sql``; its column definitions, and its rows as blocks (to be read to the end
         before the connection is used again)."""
         payload = bytes([COM_QUERY]) + sql.encode("utf-8")
@@ -308,7 +308,7 @@ def _lenenc_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos : pos + length], pos + length
 
 
-def _column_definition(packet: bytes) -> ColumnDefinition:
+def _column_definition(packet: bytes) -> ColumnPacket:
     """Protocol::ColumnDefinition41: catalog, schema, table, org_table, name, org_name, then
     the fixed fields (charset, length, type, flags, decimals)."""
     pos = 0
@@ -319,4 +319,4 @@ def _column_definition(packet: bytes) -> ColumnDefinition:
     _, pos = _lenenc_int(packet, pos)  # length of the fixed fields (0x0c)
     charset, length, type_code, flags, decimals = struct.unpack_from("<HIBHB", packet, pos)
     name = fields[4].decode("utf-8", "replace")
-    return ColumnDefinition(name, charset, length, type_code, flags, decimals)
+    return ColumnPacket(name, charset, length, type_code, flags, decimals)

@@ -40,9 +40,9 @@ from binlake.errors import (
     SourceConnectionLostError,
     SourceUnreachableError,
 )
-from binlake.lake.session import SparkSession
-from binlake.lake.tables import Lake
-from binlake.lake.target import LakeTarget
+from binlake.lake.catalog.target import LakeTarget
+from binlake.lake.spark.session import SparkSession
+from binlake.lake.tables.lake import Lake
 from binlake.position import SourcePosition
 from binlake.snapshot.chunk_task import chunk_source
 from binlake.snapshot.copier import CopyProgressSink, TableCopier, TableCopy

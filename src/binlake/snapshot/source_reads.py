@@ -2,7 +2,7 @@
 chunks and its row estimate (a few small queries; the rows themselves are read by the tasks).
 
 ``shape`` reads information_schema (``source.table_shape``): the columns, the primary key, the
-TABLE_MAP MariaDB would log for the table, the ``ColumnSpec`` of each column, and the column
+TABLE_MAP MariaDB would log for the table, the ``CopyColumn`` of each column, and the column
 chunks are split on (the key's first column, and the index that starts with it). Two shapes
 compare equal when the table was not altered in between. ``result_shape`` probes the column
 definitions of a chunk's SELECT (``LIMIT 0``, read as the tasks read it) for the tasks to check.
@@ -24,7 +24,7 @@ from binlake.snapshot.chunk_task import (
     KeyRange,
     column_shape,
 )
-from binlake.snapshot.columns import ColumnSpec, column_specs, quote, select_expression
+from binlake.snapshot.columns import CopyColumn, copy_columns, quote, select_expression
 from binlake.snapshot.key_ranges import KeyColumn, RangePlanner, first_index
 from binlake.snapshot.positions import flavor_of, high_position, low_position, run_statement
 from binlake.snapshot.result_set import TextResultReader
@@ -46,7 +46,7 @@ class TableShape:
     #: The key binlake keys the lake table on (``[tables] key_columns``, else the primary key).
     key: tuple[str, ...]
     table_map: TableMap
-    columns: tuple[ColumnSpec, ...]
+    columns: tuple[CopyColumn, ...]
     #: The column chunks are split on (None: a table read in one chunk).
     split: KeyColumn | None
 
@@ -79,7 +79,7 @@ class SourceReads:
             for i, c in enumerate(infos)
             if c.data_type.lower() in HINTED_TYPES
         }
-        specs = column_specs(lake_schema(tm, hints), infos)
+        specs = copy_columns(lake_schema(tm, hints), infos)
         key = tuple(key_columns) if key_columns else tuple(primary)
         split = None
         if key:

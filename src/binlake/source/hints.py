@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.mariadb_types import HINT_LENGTHS, HINTS
+from binlake.binlog.encodings.mariadb_types import HINT_LENGTHS, HINTS
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import column_spec
 from binlake.config import Config

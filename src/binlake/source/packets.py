@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import struct
-import uuid
 from dataclasses import dataclass
+
+from binlake.gtid import MysqlGtidSet
 
 MAX_PACKET_CHUNK = 0xFFFFFF
 PACKET_HEADER_LEN = 4
@@ -164,58 +165,6 @@ def encode_binlog_dump_gtid(
 
 # ---- MySQL GTID sets -----------------------------------------------------------------------
 
-_INTERVAL = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-@dataclass(frozen=True, slots=True)
-class MysqlGtidSet:
-    """A MySQL GTID set: per source UUID, sorted disjoint intervals ``[start, end)``."""
-
-    sids: tuple[tuple[uuid.UUID, tuple[tuple[int, int], ...]], ...]
-
-
-def parse_mysql_gtid_set(text: str) -> MysqlGtidSet:
-    """Parse ``uuid:1-5:7,uuid2:3`` (whitespace and newlines ignored, as @@gtid_executed prints).
-
-    Intervals are merged and sorted per UUID; a UUID given twice is merged. Tagged GTIDs
-    (MySQL 8.3+ ``uuid:tag:1-5``) are refused: their encoding is a different format.
-    """
-    merged: dict[uuid.UUID, list[tuple[int, int]]] = {}
-    compact = "".join(text.split())
-    for part in filter(None, compact.split(",")):
-        sid_text, *spans = part.split(":")
-        try:
-            sid = uuid.UUID(sid_text)
-        except ValueError:
-            raise PacketEncodingError(f"not a GTID set: {sid_text!r} is not a UUID") from None
-        if not spans:
-            raise PacketEncodingError(f"not a GTID set: {part!r} has no interval")
-        merged.setdefault(sid, []).extend(_parse_interval(span, part) for span in spans)
-    return MysqlGtidSet(tuple((sid, _merge(ivs)) for sid, ivs in merged.items()))
-
-
-def _parse_interval(span: str, part: str) -> tuple[int, int]:
-    match = _INTERVAL.match(span)
-    if match is None:
-        raise PacketEncodingError(
-            f"not a GTID interval: {span!r} in {part!r} (tagged GTIDs are not supported)"
-        )
-    start = int(match.group(1))
-    last = int(match.group(2)) if match.group(2) is not None else start
-    if start < 1 or last < start or last >= (1 << 63) - 1:
-        raise PacketEncodingError(f"impossible GTID interval {span!r} in {part!r}")
-    return start, last + 1
-
-
-def _merge(intervals: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return tuple(out)
-
 
 def encode_mysql_gtid_set(text: str) -> bytes:
     """The binary GTID set COM_BINLOG_DUMP_GTID carries (MySQL's ``Gtid_set::encode``).
@@ -223,9 +172,12 @@ def encode_mysql_gtid_set(text: str) -> bytes:
     ``int<8> n_sids``, then per UUID: ``16 bytes uuid``, ``int<8> n_intervals``, then per
     interval ``int<8> start, int<8> end`` with ``end`` exclusive. The empty set is 8 zero bytes.
     """
-    gtid_set = parse_mysql_gtid_set(text)
-    out = bytearray(_u(8, len(gtid_set.sids), "n_sids"))
-    for sid, intervals in gtid_set.sids:
+    try:
+        sets = MysqlGtidSet.parse(text).sets()
+    except ValueError as error:
+        raise PacketEncodingError(str(error)) from None
+    out = bytearray(_u(8, len(sets), "n_sids"))
+    for sid, intervals in sets:
         out += sid.bytes + _u(8, len(intervals), "n_intervals")
         for start, end in intervals:
             out += _u(8, start, "interval start") + _u(8, end, "interval end")

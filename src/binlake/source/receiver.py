@@ -94,7 +94,7 @@ class ReceiveResult:
     reconnects: int
 
 
-class _Session:
+class _DumpSession:
     """One connection's worth of streaming: the writer, the tracker and the fsync schedule."""
 
     def __init__(self, writer: RelayLogWriter, tracker: SourceTracker, schedule: SyncSchedule):
@@ -184,14 +184,14 @@ class Receiver:
         """Stream on ``connection`` from ``restart`` until the connection fails (a retryable
         error returns; any other is raised) or the run ends (``_outcome`` set). Returns where
         the relay log ends when it was closed cleanly at a transaction boundary, else None."""
-        session: _Session | None = None
+        session: _DumpSession | None = None
         try:
             self._check_identity(connection.server, restart)
             self._binlog_files = connection.server.binlog_files
             start = self._dump_start(restart, connection.server)
             tracker = SourceTracker(restart)
             writer = self._open_writer(tracker)
-            session = _Session(writer, tracker, SyncSchedule.from_config(self.config.receiver))
+            session = _DumpSession(writer, tracker, SyncSchedule.from_config(self.config.receiver))
             try:
                 self.progress.message(f"streaming from {self.address} at {start.describe()}")
                 self._stream(connection, session, start)
@@ -244,7 +244,7 @@ class Receiver:
         self.relay_progress.on_synced(writer.position)  # the new file's header is durable
         return writer
 
-    def _close_writer(self, session: _Session) -> None:
+    def _close_writer(self, session: _DumpSession) -> None:
         """Sync and close at a boundary; inside a transaction the file keeps IN_USE and the next
         recovery trims the partial transaction."""
         writer = session.writer
@@ -369,7 +369,9 @@ class Receiver:
 
     # ---- streaming ------------------------------------------------------------------------------
 
-    def _stream(self, connection: SourceConnection, session: _Session, start: DumpStart) -> None:
+    def _stream(
+        self, connection: SourceConnection, session: _DumpSession, start: DumpStart
+    ) -> None:
         feed = EventFeed(connection.dump_batches(start)).start()
         stop_deadline: float | None = None
         try:
@@ -385,11 +387,11 @@ class Receiver:
         finally:
             feed.stop(join_timeout=0)
 
-    def _wait_s(self, session: _Session, now: float) -> float:
+    def _wait_s(self, session: _DumpSession, now: float) -> float:
         due = session.schedule.wait_s(now)
         return POLL_S if due is None else min(POLL_S, due)
 
-    def _on_batch(self, session: _Session, batch: list[bytes]) -> None:
+    def _on_batch(self, session: _DumpSession, batch: list[bytes]) -> None:
         """Append a batch of events; stops early once caught up, or at a transaction boundary
         once a stop was requested (the rest is fetched again next time). The runs of rows
         events inside a transaction, most of a stream, are appended a run at a time."""
@@ -419,7 +421,7 @@ class Receiver:
                 break
         self.progress.count(appended, nbytes, transactions)
 
-    def _append_event(self, session: _Session, raw: bytes) -> int:
+    def _append_event(self, session: _DumpSession, raw: bytes) -> int:
         """Append one event (with the source facts that go beside it); returns 1 when it
         completed a transaction, else 0."""
         writer = session.writer
@@ -441,7 +443,7 @@ class Receiver:
         if fact is not None:
             writer.append(fact)
 
-    def _on_group(self, session: _Session, group: EventGroup) -> None:
+    def _on_group(self, session: _DumpSession, group: EventGroup) -> None:
         session.tracker.on_group(group)
         now = time.monotonic()
         if group.is_transaction:
@@ -458,7 +460,7 @@ class Receiver:
         if self._reached_target(session.tracker.position):
             self._finish_caught_up(session)
 
-    def _on_heartbeat(self, session: _Session, raw: bytes) -> None:
+    def _on_heartbeat(self, session: _DumpSession, raw: bytes) -> None:
         """A heartbeat says the source has sent everything up to (its file, its log_pos)."""
         event = decode_event(raw, session.writer.format_context, crc_checked=True)
         assert isinstance(event.payload, HeartbeatEvent)
@@ -470,11 +472,11 @@ class Receiver:
         target = self._target
         return target is not None and position is not None and at_or_before(target, position)
 
-    def _finish_caught_up(self, session: _Session) -> None:
+    def _finish_caught_up(self, session: _DumpSession) -> None:
         self._sync(session)
         self._outcome = Outcome.CAUGHT_UP
 
-    def _tick(self, session: _Session, now: float) -> None:
+    def _tick(self, session: _DumpSession, now: float) -> None:
         if session.schedule.due(now) and not session.writer.in_transaction:
             self._sync(session)
         if self.progress.due(now):
@@ -482,7 +484,7 @@ class Receiver:
                 now, session.durable, behind_bytes(session.durable, self._binlog_files)
             )
 
-    def _sync(self, session: _Session) -> None:
+    def _sync(self, session: _DumpSession) -> None:
         with self.relay_progress.index_lock:  # a sync may rotate, which changes the index
             synced = session.writer.sync()
         crash_point("receiver_after_sync")

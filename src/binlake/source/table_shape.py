@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from binlake.binlog.charsets import codec_for_collation
 from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.encodings.charsets import codec_for_collation
 from binlake.binlog.tablemap import TableMap
 from binlake.errors import UnsupportedTypeError
 

@@ -24,6 +24,8 @@ import shlex
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,3 +196,14 @@ def lock_state_folder(state_dir: Path) -> StateLock:
     except OSError as exc:
         raise_os_error(exc, state_dir, "creating the state folder")
     return StateLock.acquire(state_dir)
+
+
+@contextmanager
+def folder_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
+    """An exclusive ``flock`` on ``folder/name`` (created), held inside the ``with``."""
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

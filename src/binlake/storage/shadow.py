@@ -172,7 +172,7 @@ def file_size(page_size: int) -> int:
 
 
 @dataclass
-class _State:
+class _ShadowState:
     """What the file says: the committed page and the prepared update, if any."""
 
     page_size: int
@@ -185,7 +185,7 @@ class _State:
     header_recovered: bool = False
 
 
-def load_state(raw: bytes) -> _State:
+def load_state(raw: bytes) -> _ShadowState:
     """Decide the committed and prepared state from the file's bytes (see the module docstring)."""
     header = decode_header(raw[:HEADER_SIZE])
     if header is None:
@@ -203,7 +203,7 @@ def load_state(raw: bytes) -> _State:
             f"committed page {header.committed} fails its CRC32",
             offset=page_offset(header.committed, header.page_size),
         )
-    state = _State(header.page_size, header.committed, committed_page)
+    state = _ShadowState(header.page_size, header.committed, committed_page)
     if header.prepared_xid:
         spare = pages[1 - header.committed]
         state.prepared_xid = header.prepared_xid
@@ -225,7 +225,7 @@ def _pages(raw: bytes, page_size: int) -> tuple[Page | None, Page | None]:
     )
 
 
-def _state_from_pages(raw: bytes) -> _State:
+def _state_from_pages(raw: bytes) -> _ShadowState:
     """The torn-header fallback: two valid pages S and S+1 are committed S, prepared S+1."""
     foreign = raw[: len(MAGIC)] != MAGIC
     page_size, rest = divmod(len(raw) - REGION, 2)
@@ -241,7 +241,7 @@ def _state_from_pages(raw: bytes) -> _State:
         low_page = pages[low]
         assert high_page is not None and low_page is not None
         if high_page.xid:
-            return _State(page_size, low, low_page, high_page.xid, high_page, True)
+            return _ShadowState(page_size, low, low_page, high_page.xid, high_page, True)
     if foreign and first is None and second is None:
         raise NotAStateFileError("wrong magic and no valid page")
     raise StateFileCorruptError(
@@ -264,7 +264,7 @@ def _read_all(fd: int, path: Path) -> bytes:
 class ShadowStateFile:
     """One open state file. Not thread-safe; one process per state folder (see ``lock``)."""
 
-    def __init__(self, path: Path, fd: int, state: _State, *, readonly: bool) -> None:
+    def __init__(self, path: Path, fd: int, state: _ShadowState, *, readonly: bool) -> None:
         self.path = path
         self._fd: int | None = fd
         self._state = state

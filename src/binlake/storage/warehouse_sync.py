@@ -57,7 +57,7 @@ METADATA_DIR = "metadata"
 
 
 class CatalogTarget(Protocol):
-    """What ``warehouse_sync_for`` reads of a lake target (``binlake.lake.target``)."""
+    """What ``warehouse_sync_for`` reads of a lake target (``binlake.lake.catalog.target``)."""
 
     @property
     def warehouse(self) -> Path: ...
@@ -70,7 +70,7 @@ class CatalogTarget(Protocol):
 
 
 @dataclass
-class _Plan:
+class _SyncPlan:
     """What one ``sync()`` fsyncs."""
 
     #: Ordered, without duplicates (two notes may cover one file).
@@ -126,7 +126,7 @@ class WarehouseSync:
         started = time.time_ns()
         notes, self._notes = self._notes, {}
         try:
-            plan = _Plan()
+            plan = _SyncPlan()
             for folder, since in sorted(notes.items()):
                 self._collect(folder, since - self.slack_ns, plan)
             self._fsync(plan)
@@ -139,7 +139,7 @@ class WarehouseSync:
 
     # ---- walking ---------------------------------------------------------------------------
 
-    def _collect(self, folder: Path, threshold: int, plan: _Plan) -> None:
+    def _collect(self, folder: Path, threshold: int, plan: _SyncPlan) -> None:
         """Add what changed under ``folder`` since ``threshold``, and its changed parents."""
         self._walk(folder, threshold, plan)
         if folder == self.root:
@@ -150,7 +150,7 @@ class WarehouseSync:
             if parent == self.root:
                 return
 
-    def _walk(self, folder: Path, threshold: int, plan: _Plan) -> None:
+    def _walk(self, folder: Path, threshold: int, plan: _SyncPlan) -> None:
         entries = _entries(folder)
         if entries is None:
             return  # removed (a dropped table): its parent's mtime says so
@@ -167,7 +167,7 @@ class WarehouseSync:
         if holds_changed or _changed_since(folder, threshold):
             plan.dirs[folder] = None
 
-    def _fsync(self, plan: _Plan) -> None:
+    def _fsync(self, plan: _SyncPlan) -> None:
         self.syncs += 1
         for path in plan.files:
             if _fsync_file(path):

@@ -19,16 +19,16 @@ from collections.abc import Callable
 
 from binlake.cuts import Cut
 from binlake.errors import CutTableError
-from binlake.lake.iceberg_meta import LakeTable
-from binlake.lake.target import LakeTarget
+from binlake.lake.catalog.metadata import LakeLineage
+from binlake.lake.catalog.target import LakeTarget
 
-Lineage = Callable[[tuple[str, ...]], LakeTable | None]
+Lineage = Callable[[tuple[str, ...]], LakeLineage | None]
 
 
 def lineage_at_cut(lineage: Lineage, target: LakeTarget, cut: Cut) -> Lineage:
     """``lineage`` with each table's snapshots newer than its snapshot in ``cut`` left out."""
 
-    def at_cut(identifier: tuple[str, ...]) -> LakeTable | None:
+    def at_cut(identifier: tuple[str, ...]) -> LakeLineage | None:
         source = target.source_table(identifier)
         name = "" if source is None else f"{source.database}.{source.table}"
         if name in cut.pending:
@@ -46,6 +46,6 @@ def lineage_at_cut(lineage: Lineage, target: LakeTarget, cut: Cut) -> Lineage:
                 at=str(cut.cut_id),
                 hint="verify a newer cut (binlake verify --cut latest)",
             )
-        return LakeTable(table.identifier, table.lineage[ids.index(at.snapshot) :], False)
+        return LakeLineage(table.identifier, table.lineage[ids.index(at.snapshot) :], False)
 
     return at_cut

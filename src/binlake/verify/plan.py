@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from binlake.binlog.names import TableName
-from binlake.lake.iceberg_meta import NEVER, LakeSnapshot, LakeTable
+from binlake.lake.catalog.metadata import NEVER, LakeLineage, LakeSnapshot
 from binlake.position import SourcePosition, at_or_before, before
 
 
@@ -63,7 +63,7 @@ class Wait:
 
 
 @dataclass(frozen=True)
-class Retry:
+class ReadAgain:
     reason: str
 
 
@@ -74,16 +74,16 @@ class Unknown:
     reason: str
 
 
-Decision = Exact | Wait | Retry | Unknown
+Decision = Exact | Wait | ReadAgain | Unknown
 
 
-def scan_start(table: LakeTable, target: SourcePosition) -> SourcePosition | None:
+def scan_start(table: LakeLineage, target: SourcePosition) -> SourcePosition | None:
     """Where the relay log must be read from to decide ``table`` at ``target``."""
     newest = _newest_at_or_before(table, target)
     return None if newest is None else newest.position
 
 
-def _newest_at_or_before(table: LakeTable, target: SourcePosition) -> LakeSnapshot | None:
+def _newest_at_or_before(table: LakeLineage, target: SourcePosition) -> LakeSnapshot | None:
     """The newest binlake snapshot at or before ``target`` whose data can equal the source
     there (a snapshot copy's chunks are consistent only from their newest position on)."""
     bounds = table.consistent_from()
@@ -95,13 +95,13 @@ def _newest_at_or_before(table: LakeTable, target: SourcePosition) -> LakeSnapsh
     return None
 
 
-def _copy_running(table: LakeTable) -> bool:
+def _copy_running(table: LakeLineage) -> bool:
     newest = table.binlake_snapshots[0]
     return table.consistent_from().get(newest.snapshot_id) is NEVER
 
 
 def decide(
-    table: LakeTable, source_table: TableName, target: SourcePosition, relay: RelayView
+    table: LakeLineage, source_table: TableName, target: SourcePosition, relay: RelayView
 ) -> Decision:
     """What to do with ``table`` (replicating ``source_table``) at source position ``target``."""
     snapshots = table.binlake_snapshots
@@ -117,7 +117,7 @@ def decide(
     if chosen is None and _copy_running(table):
         return Wait("its snapshot copy is still running")
     if chosen is None:
-        return Retry(f"no binlake snapshot holds it consistently at or before {target}")
+        return ReadAgain(f"no binlake snapshot holds it consistently at or before {target}")
     q = chosen.position
     assert q is not None
     if q == target:
@@ -126,16 +126,18 @@ def decide(
     if touched is None:
         if chosen is newest:
             return Wait(_relay_behind(relay, target))
-        return Retry(f"the relay log no longer holds the transactions after {q}")
+        return ReadAgain(f"the relay log no longer holds the transactions after {q}")
     if not touched:
         return Exact(chosen, q)
     if chosen is newest:
         return Wait(f"transactions in ({q}, {target}] that change it are not applied yet")
-    return Retry(f"changes in ({q}, {target}] are only in a later snapshot (at {newest.position})")
+    return ReadAgain(
+        f"changes in ({q}, {target}] are only in a later snapshot (at {newest.position})"
+    )
 
 
 def _never_applied(
-    table: LakeTable, source_table: TableName, target: SourcePosition, relay: RelayView
+    table: LakeLineage, source_table: TableName, target: SourcePosition, relay: RelayView
 ) -> Decision:
     touched = relay.touching(source_table, None, target, clean_before_coverage=True)
     if touched is None:

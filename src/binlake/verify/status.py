@@ -8,9 +8,9 @@ Each fact is read from its one source of truth (design invariant 5):
   way the receiver derives its restart point; never a separate file;
 * the checkpoint: the recorded relay file (``<state>/relay.checkpoint``);
 * each table's applied position: its newest binlake snapshot's ``binlake.position``, read from
-  the Iceberg metadata files for the embedded catalog (no Spark, docs: iceberg_meta.py), from
-  the catalog database for a JDBC catalog on PostgreSQL with a local warehouse (no Spark:
-  ``lake/jdbc_meta.py``), or through Spark for other catalogs (a session only then).
+  the Iceberg metadata files for the embedded catalog (no Spark: binlake.lake.catalog.metadata),
+  from the catalog database for a JDBC catalog on PostgreSQL with a local warehouse (no Spark:
+  ``lake/catalog/jdbc.py``), or through Spark for other catalogs (a session only then).
 
 Lag. The applier commits a table only when a batch changes it, so a quiet table's applied
 position stays where its last change was. A table counts as applied up to the relay end when no
@@ -33,10 +33,10 @@ from typing import Any
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.errors import BinlakeError, CheckpointRecordError, SourceError
-from binlake.lake.iceberg_meta import RETRIES, LakeTable, lake_tables
-from binlake.lake.jdbc_meta import JdbcCatalogReader
-from binlake.lake.target import LakeTarget
-from binlake.lake.write_path import Write, write_of
+from binlake.lake.catalog.jdbc import JdbcCatalogReader
+from binlake.lake.catalog.metadata import RETRIES, LakeLineage, lake_tables
+from binlake.lake.catalog.target import LakeTarget
+from binlake.lake.catalog.write_path import Write, write_of
 from binlake.position import SourcePosition, before, earliest
 from binlake.relay.scan import RelayFollower, relay_files
 from binlake.source.client import SourceConnection
@@ -87,7 +87,7 @@ class TableStatus:
     #: Commits tried again because another writer committed first, over the binlake snapshots
     #: the table keeps (each carries its own count, ``binlake.retries``).
     commit_retries: int = 0
-    #: How the newest rows commit was written (``binlake.lake.write_path``).
+    #: How the newest rows commit was written (``binlake.lake.catalog.write_path``).
     write: Write | None = None
     #: Delete files and equality-delete rows the current snapshot holds (Iceberg's totals):
     #: reads merge them in until compaction folds them away.
@@ -184,7 +184,7 @@ def relay_status(config: Config, follower: RelayFollower, source: SourceStatus) 
 
 
 def table_status(
-    table: LakeTable,
+    table: LakeLineage,
     target: LakeTarget,
     follower: RelayFollower,
     source: SourceStatus,
@@ -227,7 +227,7 @@ def table_status(
     )
 
 
-def commit_retries(table: LakeTable) -> int:
+def commit_retries(table: LakeLineage) -> int:
     """The ``binlake.retries`` of the table's binlake snapshots, added up."""
     total = 0
     for snapshot in table.lineage:
@@ -246,7 +246,7 @@ def _count(summary: Mapping[str, str], key: str) -> int | None:
 def collect_status(
     config: Config,
     target: LakeTarget,
-    spark_tables: Callable[[LakeTarget], list[LakeTable]] | None = None,
+    spark_tables: Callable[[LakeTarget], list[LakeLineage]] | None = None,
 ) -> StatusReport:
     """Everything `binlake status` prints."""
     source = source_status(config)
@@ -276,8 +276,8 @@ def collect_status(
 
 
 def catalog_tables(
-    target: LakeTarget, spark_tables: Callable[[LakeTarget], list[LakeTable]] | None = None
-) -> list[LakeTable]:
+    target: LakeTarget, spark_tables: Callable[[LakeTarget], list[LakeLineage]] | None = None
+) -> list[LakeLineage]:
     """Every table of the target's catalog with its lineage: without Spark for the embedded
     catalog and a JDBC catalog on PostgreSQL, else through ``spark_tables``."""
     reader = JdbcCatalogReader.for_target(target)

@@ -29,13 +29,13 @@ from typing import Any
 from binlake.binlog.names import TableName
 from binlake.config import Config
 from binlake.errors import BinlakeError, SourceError
-from binlake.lake.iceberg_meta import LakeTable, read_table
-from binlake.lake.jdbc_meta import JdbcCatalogReader
-from binlake.lake.schema import CHANGELOG_COLUMNS, CHANGELOG_OP
-from binlake.lake.session import SparkSession, build_session, spark_settings, stop_session
-from binlake.lake.spark_errors import spark_errors
-from binlake.lake.spark_types import lake_type_of
-from binlake.lake.target import LakeTarget, lake_target
+from binlake.lake.catalog.jdbc import JdbcCatalogReader
+from binlake.lake.catalog.metadata import LakeLineage, read_table
+from binlake.lake.catalog.target import LakeTarget, lake_target
+from binlake.lake.schema.evolution import CHANGELOG_COLUMNS, CHANGELOG_OP
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.session import SparkSession, build_session, spark_settings, stop_session
+from binlake.lake.spark.types import lake_type_of
 from binlake.position import SourcePosition, earliest
 from binlake.relay.scan import RelayFollower
 from binlake.source.reconnect import ReconnectPolicy
@@ -58,7 +58,7 @@ from binlake.verify.errors import (
     VerifyError,
     VerifyRetriesExhaustedError,
 )
-from binlake.verify.plan import Decision, Exact, Retry, Unknown, Wait, decide, scan_start
+from binlake.verify.plan import Decision, Exact, ReadAgain, Unknown, Wait, decide, scan_start
 from binlake.verify.source_session import SnapshotSession, SourceTable
 
 #: Change-log operations that add a row image, and those that take one away.
@@ -66,7 +66,7 @@ CHANGELOG_ADDS = frozenset({"insert", "update_after"})
 CHANGELOG_REMOVES = frozenset({"delete", "update_before"})
 #: MariaDB: "Table definition has changed, please retry transaction" (DDL after the snapshot).
 ER_TABLE_DEF_CHANGED = 1412
-Lineage = Callable[[tuple[str, ...]], LakeTable | None]
+Lineage = Callable[[tuple[str, ...]], LakeLineage | None]
 Progress = Callable[[str], None]
 
 
@@ -225,7 +225,7 @@ class Verifier:
         decisions, follower = self._wait(pending, position, deadline)
         for name in pending:
             decision = decisions[name]
-            if isinstance(decision, Retry):
+            if isinstance(decision, ReadAgain):
                 reasons[name] = decision.reason
                 self.progress(f"{name}: retrying: {decision.reason}")
                 continue
@@ -262,14 +262,14 @@ class Verifier:
             time.sleep(self.options.poll_s)
             lineages.update({name: self._lineage(name) for name in waiting})
 
-    def _lineage(self, name: TableName) -> LakeTable:
+    def _lineage(self, name: TableName) -> LakeLineage:
         """The table's lineage; a table without an Iceberg table is an empty lineage (the
         applier creates tables at their first rows) and is remembered as missing."""
         identifier = self.target.identifier(name)
         table = self.lineage(identifier)
         if table is None:
             self._missing.add(name)
-            return LakeTable(identifier, ())
+            return LakeLineage(identifier, ())
         self._missing.discard(name)
         return table
 
@@ -414,7 +414,7 @@ class Verifier:
                 raise VerifyError(f"unknown change-log operation {op!r} in {CHANGELOG_OP}")
 
 
-def _scan_start(lineages: Iterable[LakeTable], position: SourcePosition) -> SourcePosition | None:
+def _scan_start(lineages: Iterable[LakeLineage], position: SourcePosition) -> SourcePosition | None:
     starts = [scan_start(table, position) for table in lineages]
     known = [s for s in starts if s is not None]
     if not known or len(known) < len(starts):
@@ -491,19 +491,19 @@ def verify_config(
 
     reader = JdbcCatalogReader.for_target(target)
 
-    def lineage(identifier: tuple[str, ...]) -> LakeTable | None:
+    def lineage(identifier: tuple[str, ...]) -> LakeLineage | None:
         if target.embedded:
             return read_table(target.warehouse, identifier, target.catalog)
         if reader is not None:
             return reader.table(identifier)
-        from binlake.lake.catalog import spark_table_lineage, table_exists
+        from binlake.lake.spark.lineage import spark_table_lineage, target_table_exists
 
-        if not table_exists(spark(), target, identifier):
+        if not target_table_exists(spark(), target, identifier):
             return None
         return spark_table_lineage(spark(), target, identifier)
 
     if options.cut is not None:
-        from binlake.lake.read import cut_at
+        from binlake.lake.cuts.read import cut_at
         from binlake.verify.at_cut import lineage_at_cut
 
         cut = cut_at(spark(), config, options.cut)

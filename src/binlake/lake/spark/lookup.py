@@ -1,0 +1,92 @@
+"""One table as the session's catalog sees it: does it exist, its Iceberg ``Table``, a table
+property, its schema; Spark SQL multi-part names split into their parts.
+
+A catalog that fails to answer is a typed error (``binlake.lake.spark.errors``: a
+``CatalogUnreachableError`` the applier's retry waits out), never a raw Java one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from binlake.binlog.names import TableName
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.types import lake_column_of_field
+from binlake.typemap import LakeSchema
+
+
+def load_table(spark: SparkSession, name: str) -> Any:
+    """The Iceberg ``Table`` of the Spark SQL name ``name`` (current metadata)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+
+
+def split_name(table: str) -> list[str]:
+    """The parts of a Spark SQL multi-part name (``catalog.ns.table``, backticks allowed)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(table):
+        char = table[i]
+        if char == "`" and quoted and table.startswith("``", i):
+            current.append("`")
+            i += 1
+        elif char == "`":
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
+def catalog_can_rename(spark: SparkSession, table: str) -> bool:
+    """Whether the catalog of ``table`` (its first name part) renames tables: Hadoop catalogs
+    do not."""
+    catalog = split_name(table)[0]
+    prefix = f"spark.sql.catalog.{catalog}"
+    kind = spark.conf.get(f"{prefix}.type", None) or ""
+    impl = spark.conf.get(f"{prefix}.catalog-impl", None) or ""
+    return kind.lower() != "hadoop" and not impl.endswith("HadoopCatalog")
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    """Whether the catalog has ``table``; a catalog that fails to answer is a typed error (a
+    ``CatalogUnreachableError`` the applier's retry waits out), never a raw Java one."""
+    with spark_errors(f"tableExists({table})", table=table):
+        return bool(spark.catalog.tableExists(table))
+
+
+def table_exists_now(spark: SparkSession, table: str) -> bool:
+    """``table_exists`` past the catalog's cache: another process (``binlake snapshot``, or a
+    run before a crash) may have dropped or replaced the table since this session loaded it."""
+    if not table_exists(spark, table):
+        return False
+    with spark_errors(f"REFRESH TABLE {table}", table=table):
+        spark.sql(f"REFRESH TABLE {table}")
+    return table_exists(spark, table)
+
+
+def table_property(spark: SparkSession, table: str, key: str) -> str | None:
+    """The table property ``key`` of ``table``; None when it is not set."""
+    with spark_errors(f"read the properties of {table}", table=table):
+        value = load_table(spark, table).properties().get(key)
+    return None if value is None else str(value)
+
+
+def read_lake_schema(spark: SparkSession, table: str, source_table: TableName) -> LakeSchema:
+    """The schema of the Iceberg table ``table`` (a Spark SQL name) as a ``LakeSchema``:
+    Iceberg types, nullability, the source types from the column comments ("" where there is
+    none), the identifier fields as the key. ``index`` is the column's position in Iceberg."""
+    with spark_errors(f"read the schema of {table}", table=str(source_table)):
+        fields = spark.table(table).schema.fields
+        key_names = set(load_table(spark, table).schema().identifierFieldNames())
+    columns = tuple(lake_column_of_field(f, i, str(source_table)) for i, f in enumerate(fields))
+    return LakeSchema(source_table, columns, tuple(c.name for c in columns if c.name in key_names))

@@ -1,0 +1,310 @@
+"""A table's health read from its metadata tables, and Iceberg's maintenance procedures run on
+it (``binlake maintain`` decides which: ``binlake.maintain``).
+
+* ``table_health``: data files, delete files (position and equality), small data files,
+  manifests of the current snapshot, snapshots and the oldest one's time;
+* ``compact``: Iceberg's ``RewriteDataFiles`` action (``rewrite_data_files``'s) with its
+  delete-file cache on (``CACHED_DELETES``) and ``delete-file-threshold`` 1 (every data file a
+  delete file applies to is rewritten, its deletes applied: binlake's row deltas write equality
+  deletes, MERGE position deletes). Rewritten files keep the data sequence number the rewrite
+  started from (Iceberg's default), so a row delta committed meanwhile still deletes the rows it
+  replaced in them;
+* ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
+  apply to no live data file (``DANGLING``: Iceberg's own rule, and a position delete file of
+  one data file that is gone). Measured on Iceberg 1.10.2: the compaction alone left 10 of 12
+  equality delete files of an unpartitioned table (``bench/maintain.py``) in its current
+  snapshot (their sequence numbers are at or below the one the rewritten file keeps, and an
+  equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes`` option
+  does nothing on a table with one unpartitioned spec (it leaves that to the commit-time drop of
+  ``MergingSnapshotProducer``, which drops only deletes *older* than every data file, and only
+  in the delete manifests the commit rewrites); this step applies the rule on every table;
+* ``rewrite_manifests``, ``expire_snapshots`` (``older_than``, ``retain_last``: the snapshots
+  binlake's tags reference are kept by Iceberg itself, ``binlake.lake.write.applied_tag``),
+  ``remove_orphan_files`` (``older_than``; Iceberg refuses a bound less than a day old).
+
+Each procedure is one Iceberg commit (or, for orphans, file deletions only); a failure is a typed
+error (``binlake.lake.spark.errors``): another writer's commit first is ``CommitConflictError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from binlake.lake.schema.sql import quote
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.lookup import load_table
+
+#: ``rewrite_data_files`` options: rewrite every data file a delete applies to, even alone.
+COMPACT_OPTIONS = {
+    "delete-file-threshold": "1",
+    "min-input-files": "2",
+    "remove-dangling-deletes": "true",
+}
+#: Iceberg's rewrite turns its executors' delete-file cache off (``RewriteDataFilesSparkAction``
+#: sets it false in its session). Without it every data file of a group reads again every
+#: equality-delete file that applies to it: after 2,000 row-delta commits, about 2 million
+#: Parquet files opened, a compaction of a 100,000-row table still running after 10 minutes
+#: (``bench/maintain.py``, 2026-11-27). With it each delete file is read once per executor
+#: (Iceberg's executor cache: entries up to 64 MB, 128 MB in all, by default), the rest are
+#: lookups. binlake turns it on again in the action's session.
+CACHED_DELETES = "spark.sql.iceberg.executor-cache.delete-files.enabled"
+#: Field id of a position delete file's ``file_path`` column (Iceberg's ``DELETE_FILE_PATH``).
+PATH_FIELD_ID = 2147483546
+#: When a live delete file applies to no live data file (Iceberg's ``RemoveDanglingDeletes``
+#: rule, over ``_live_files`` rows): a position delete applies to data files of a data sequence
+#: number at or below its own, an equality delete to those strictly below. ``min_seq`` is the
+#: smallest data sequence number of the live data files it can apply to: those of its partition
+#: in its spec, or, for a delete without partition values (an unpartitioned spec's, which
+#: applies to the whole table), all of them; NULL when there are none. Besides, a position
+#: delete of one data file (``ref``) applies only to that file: dangling once it is not live
+#: (``ref_live`` NULL).
+DANGLING = (
+    "min_seq IS NULL OR (content = 1 AND seq < min_seq) OR (content = 2 AND seq <= min_seq) "
+    "OR (content = 1 AND ref IS NOT NULL AND ref_live IS NULL)"
+)
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """What the thresholds of ``[maintenance]`` are checked against."""
+
+    data_files: int
+    #: Live delete files that still apply to a data file (dangling ones are not counted).
+    delete_files: int
+    #: Live delete files that apply to no data file any more (``DANGLING``).
+    dangling_deletes: int
+    small_files: int
+    manifests: int
+    snapshots: int
+    #: Commit time of the oldest snapshot still in the metadata (None: no snapshot).
+    oldest_snapshot: datetime | None
+
+
+def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> TableHealth:
+    """``name``'s files, manifests and snapshots, counted from its metadata tables."""
+    files = (
+        f"SELECT content, count(*) AS files, "
+        f"sum(CASE WHEN file_size_in_bytes < {int(small_file_bytes)} THEN 1 ELSE 0 END) AS small "
+        f"FROM {name}.files GROUP BY content"
+    )
+    snapshots = f"SELECT count(*) AS n, min(committed_at) AS oldest FROM {name}.snapshots"
+    manifests = f"SELECT count(*) AS n FROM {name}.manifests"
+    with spark_errors(files, name):
+        by_content = {int(r["content"]): r for r in spark.sql(files).collect()}
+    with spark_errors(snapshots, name):
+        snapshot_row = spark.sql(snapshots).collect()[0]
+    with spark_errors(manifests, name):
+        manifest_count = int(spark.sql(manifests).collect()[0]["n"])
+    data = by_content.get(0)
+    deletes = sum(int(r["files"]) for c, r in by_content.items() if c != 0)
+    dangling = len(dangling_deletes(spark, name)) if deletes else 0
+    oldest = snapshot_row["oldest"]
+    return TableHealth(
+        data_files=int(data["files"]) if data else 0,
+        delete_files=deletes - dangling,
+        dangling_deletes=dangling,
+        small_files=int(data["small"] or 0) if data else 0,
+        manifests=manifest_count,
+        snapshots=int(snapshot_row["n"]),
+        oldest_snapshot=_utc(oldest) if oldest is not None else None,
+    )
+
+
+def _live_files(spark: SparkSession, name: str) -> str:
+    """A query of ``name``'s live files in its current snapshot: content, data sequence number,
+    location, (``part``) spec and partition values as text ('' for none), and the one data file
+    a position delete names (``ref``, NULL for none or several)."""
+    entries = f"{name}.entries"
+    with spark_errors(f"DESCRIBE {entries}", name):
+        fields = spark.table(entries).schema["data_file"].dataType.fieldNames()  # type: ignore[attr-defined]
+    # Iceberg leaves the partition out of the metadata tables of a table never partitioned.
+    values = "to_json(data_file.partition)" if "partition" in fields else "NULL"
+    # The one data file a position delete names, as Iceberg's ContentFileUtil.referencedDataFile
+    # reads it: its referenced_data_file, or its file_path column's bounds when they are equal
+    # (a MERGE's delete file of one data file).
+    bound = f"data_file.%s_bounds[{PATH_FIELD_ID}]"
+    named = "data_file.referenced_data_file" if "referenced_data_file" in fields else "NULL"
+    ref = (
+        f"CASE WHEN data_file.content != 1 THEN NULL WHEN {named} IS NOT NULL THEN {named} "
+        f"WHEN {bound % 'lower'} = {bound % 'upper'} THEN decode({bound % 'lower'}, 'UTF-8') END"
+    )
+    return (
+        f"SELECT data_file.content AS content, sequence_number AS seq, "
+        f"data_file.file_path AS path, {ref} AS ref, "
+        f"CASE WHEN coalesce({values}, '{{}}') = '{{}}' THEN '' "
+        f"ELSE concat(data_file.spec_id, ':', {values}) END AS part "
+        f"FROM {entries} WHERE status < 2"
+    )
+
+
+def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
+    """The locations of ``name``'s live delete files that apply to no live data file."""
+    query = (
+        f"WITH live AS ({_live_files(spark, name)}), "
+        "data AS (SELECT seq, part, path FROM live WHERE content = 0), "
+        "per_part AS (SELECT part, min(seq) AS min_seq FROM data GROUP BY part), "
+        "deletes AS (SELECT d.content, d.seq, d.path, d.ref, r.path AS ref_live, "
+        "CASE WHEN d.part = '' THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
+        "FROM live d LEFT JOIN per_part p ON d.part = p.part "
+        "LEFT JOIN data r ON d.ref = r.path WHERE d.content != 0) "
+        f"SELECT path FROM deletes WHERE {DANGLING}"
+    )
+    with spark_errors(query, name):
+        return [str(r["path"]) for r in spark.sql(query).collect()]
+
+
+def remove_dangling_deletes(spark: SparkSession, name: str) -> dict[str, int]:
+    """One ``RewriteFiles`` commit removing ``name``'s dangling delete files (none: no commit).
+
+    The table is loaded before the files are found: a file dangling then stays dangling in
+    every later state (a data file added later has a larger sequence number, and a rewrite that
+    keeps an older one replaces live files, which bound the minimum), so the commit is right on
+    whatever state Iceberg applies it to; a file another writer removed meanwhile fails it as
+    a conflict (the caller retries)."""
+    with spark_errors(f"remove dangling deletes of {name}", name):
+        table = load_table(spark, name)
+        snapshot = table.currentSnapshot()
+        dangling = set(dangling_deletes(spark, name)) if snapshot is not None else set()
+        if not dangling:
+            return {"removed_dangling_delete_files_count": 0}
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        rewrite = table.newRewrite().validateFromSnapshot(snapshot.snapshotId())
+        removed = 0
+        for manifest in snapshot.deleteManifests(table.io()):
+            reader = jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(
+                manifest, table.io(), table.specs()
+            )
+            try:
+                files = reader.iterator()
+                while files.hasNext():
+                    delete = files.next()
+                    if str(delete.location()) in dangling:
+                        rewrite.deleteFile(delete.copy())
+                        removed += 1
+            finally:
+                reader.close()
+        if removed:
+            rewrite.commit()
+    return {"removed_dangling_delete_files_count": removed}
+
+
+def _utc(moment: datetime) -> datetime:
+    """Spark hands back session-local naive datetimes: as aware UTC ones."""
+    return moment.astimezone(UTC) if moment.tzinfo else moment.astimezone().astimezone(UTC)
+
+
+def procedure_table(identifier: tuple[str, ...]) -> str:
+    """The ``table =>`` argument of a procedure: the identifier inside the catalog, quoted."""
+    return _string(".".join(quote(part) for part in identifier))
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _timestamp(moment: datetime) -> str:
+    return "TIMESTAMP " + _string(moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def _call(spark: SparkSession, catalog: str, procedure: str, args: str, name: str) -> list[Any]:
+    statement = f"CALL {quote(catalog)}.system.{procedure}({args})"
+    with spark_errors(statement, name):
+        return spark.sql(statement).collect()
+
+
+def _counts(rows: list[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for row in rows:
+        for key, value in row.asDict().items():
+            if isinstance(value, int):
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> dict[str, int]:
+    """Iceberg's ``RewriteDataFiles`` action (what the ``rewrite_data_files`` procedure runs) with
+    ``COMPACT_OPTIONS`` and the delete-file cache on (``CACHED_DELETES``); Iceberg's counts
+    under the procedure's names (files rewritten, added, delete files removed...)."""
+    name = ".".join(quote(part) for part in (catalog, *identifier))
+    with spark_errors(f"rewrite_data_files on {name}", ".".join(identifier)):
+        result = rewrite_action(spark, name).execute()
+        return {
+            "rewritten_data_files_count": int(result.rewrittenDataFilesCount()),
+            "added_data_files_count": int(result.addedDataFilesCount()),
+            "rewritten_bytes_count": int(result.rewrittenBytesCount()),
+            "failed_data_files_count": int(result.failedDataFilesCount()),
+            "removed_delete_files_count": int(result.removedDeleteFilesCount()),
+        }
+
+
+def rewrite_action(spark: SparkSession, name: str) -> Any:
+    """The ``RewriteDataFiles`` action on table ``name`` with ``COMPACT_OPTIONS``, its session's
+    delete-file cache on (``CACHED_DELETES``) when it has one to reach (else, another Iceberg
+    layout, the rewrite runs uncached)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    # The action's threads take their SQL conf from the session active where they start
+    # (``SQLConf.get``): on a thread with none (a scheduled round's, maintain/schedule.py) a
+    # compaction's file groups could not find Iceberg's table-cache catalog
+    # (``CatalogNotFoundException: default_cache_iceberg``).
+    jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+    action = jvm.org.apache.iceberg.spark.actions.SparkActions.get(
+        spark._jsparkSession
+    ).rewriteDataFiles(load_table(spark, name))
+    session = action_session(spark, action)
+    if session is not None:
+        session.conf().set(CACHED_DELETES, "true")
+    for key, value in COMPACT_OPTIONS.items():
+        action = action.option(key, value)
+    return action
+
+
+def action_session(spark: SparkSession, action: Any) -> Any:
+    """The Spark session an Iceberg action runs its jobs in (its own clone of the caller's:
+    ``BaseSparkAction.spark()``, not public, so reached by reflection); None if the action has
+    no such base class."""
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None
+    jvm = gateway.jvm
+    base = action.getClass()  # Iceberg's classes are in Spark's loader, not the system one
+    while base is not None and base.getName() != "org.apache.iceberg.spark.actions.BaseSparkAction":
+        base = base.getSuperclass()
+    if base is None:
+        return None
+    method = base.getDeclaredMethod("spark", gateway.new_array(jvm.java.lang.Class, 0))
+    method.setAccessible(True)
+    return method.invoke(action, gateway.new_array(jvm.java.lang.Object, 0))
+
+
+def rewrite_manifests(
+    spark: SparkSession, catalog: str, identifier: tuple[str, ...]
+) -> dict[str, int]:
+    args = f"table => {procedure_table(identifier)}"
+    return _counts(_call(spark, catalog, "rewrite_manifests", args, ".".join(identifier)))
+
+
+def expire_snapshots(
+    spark: SparkSession,
+    catalog: str,
+    identifier: tuple[str, ...],
+    older_than: datetime,
+    retain_last: int,
+) -> dict[str, int]:
+    args = (
+        f"table => {procedure_table(identifier)}, older_than => {_timestamp(older_than)}, "
+        f"retain_last => {int(retain_last)}"
+    )
+    return _counts(_call(spark, catalog, "expire_snapshots", args, ".".join(identifier)))
+
+
+def remove_orphan_files(
+    spark: SparkSession, catalog: str, identifier: tuple[str, ...], older_than: datetime
+) -> dict[str, int]:
+    args = f"table => {procedure_table(identifier)}, older_than => {_timestamp(older_than)}"
+    rows = _call(spark, catalog, "remove_orphan_files", args, ".".join(identifier))
+    return {"removed_orphan_files_count": len(rows)}

@@ -1,0 +1,450 @@
+"""Row deltas: a keyed table's batch committed in O(changes), never reading the table.
+
+A batch's net change to a keyed table (``KeyedChanges.delta``) becomes two Parquet files
+(``binlake.lake.write.delta_files``: the upserted rows, and the keys whose older rows go) and one
+Iceberg ``RowDelta`` commit adding them, whose snapshot summary carries the batch's
+``binlake.*`` properties: the data and the position are still one atomic commit.
+
+Why it is exact. An equality delete removes the rows of its key in data files of a *smaller*
+data sequence number; the files of one commit share its sequence number. So the batch's delete
+of key k removes every older row of k and never the row the same commit adds for k: an insert,
+an update, a delete then a re-insert (one upsert), an update of a row inserted in the same
+batch (one upsert), a key change (a delete of the old key, an upsert of the new one) all come
+out as the source has them, whatever the table's size. A key in one commit twice would keep
+both rows: refused (``delta_files.require_unique_keys``).
+
+How, through the Py4J gateway (``jvm``), on the driver:
+
+1. ``Spark3Util.loadIcebergTable(session, name)``: the table's current metadata (the embedded
+   catalog caches nothing); its schema, spec, sort order, properties and format version as
+   Iceberg's own JSON (``DeltaLayout``, cached by those texts, so an ALTER is seen at the next
+   commit);
+2. per file: pyarrow writes a local staging file (``tempfile``); ``table.locationProvider()
+   .newDataLocation(name)`` places it as Iceberg would place its own; ``Files.copy`` streams it
+   into ``table.io().newOutputFile(location).create()``: the table's ``FileIO``, so any
+   warehouse Iceberg can write (local, HDFS, S3...) takes it; ``ParquetUtil.fileMetrics`` reads
+   the column metrics from the staging copy's footer (``MetricsConfig.forTable``);
+3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)``;
+4. in one ``table.newTransaction()``: ``newRowDelta().addRows(..).addDeletes(..).set(k, v)...
+   validateFromSnapshot(base).commit()``, then the ``binlake-applied`` tag moved to the new
+   snapshot (``applied_tag.move_tags``), then ``commitTransaction()``: data, position and tag
+   in one metadata swap. When another writer committed first the transaction fails with
+   ``CommitFailedException`` (the tag update was planned on the older metadata) and the
+   applier's retry (``binlake.retry``) does the batch again.
+
+The API (the lake's file-commit machinery: other writers of data files that must land with a
+position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash
+point between storing and committing:
+
+* ``RowDeltaWriter(spark).open(name, key, table) -> DeltaTable``: the table loaded;
+  ``DeltaTable.layout.refusal()`` says why it cannot take files written here (partitioned,
+  encrypted, format v1, a column type not written), None when it can;
+* ``stage(delta_table, chunks, table) -> StagedDelta``: ``chunks`` of (rows, deleted keys)
+  Arrow tables, columns named as the Iceberg table's, values in ``binlake.typemap``'s Arrow
+  types (cast and checked here, ``delta_files.fit``); a chunk with no deletes passes an empty
+  table for them. A key must not be in two chunks' rows (checked per chunk; a table without a
+  key, ``key=()``, is not checked). The files are stored, not committed;
+  or ``stage_stored(delta_table, locations, table)``: data files another writer already
+  stored in ``data_folder(delta_table)`` (a snapshot's chunk tasks on the executors write them
+  with ``layout.arrow_schema()`` and ``delta_files.parquet_options``);
+  ``layout.data_file_refusal()`` says why a table cannot take those;
+* ``commit(staged, properties, table) -> snapshot id``: one snapshot adding them, its summary
+  carrying ``properties`` (``binlake.*`` keys only: the position and whatever the caller
+  records), made even with no file. It runs on the driver, on every target (docs/spark.md).
+  A commit that loses to another writer's raises ``CommitConflictError``
+  (``binlake.lake.spark.errors``):
+  the caller's one retry policy (``binlake.retry``; a copy's runner, ``waits_out``)
+  reads the table again and goes on from what it holds;
+* ``unreferenced(delta_table, prefix, table)`` / ``delete(...)``: files under the data folder
+  whose names start with ``prefix`` that no snapshot of the table's current state references
+  (stored by an attempt never committed), and their deletion through the table's ``FileIO``.
+
+Durability: neither the ``FileIO`` stream nor Iceberg fsyncs; for a local warehouse binlake's
+``WarehouseSync`` fsyncs the files of every table whose metadata changed (these included) before
+the relay-log checkpoint moves past them. A crash after the files are stored and before the
+commit (crash point ``apply_before_delta_commit``) leaves them as orphans: no snapshot names
+them, so no read sees them, and the restart writes the batch again under new names (Iceberg's
+``remove_orphan_files`` procedure reclaims the space).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from binlake.lake.catalog.summary import checked_properties
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.write.applied_tag import move_tags
+from binlake.lake.write.delta_files import (
+    DeltaLayout,
+    ParquetStaging,
+    fit,
+    parse_layout,
+    require_unique_keys,
+    write_parquet,
+)
+from binlake.storage.durable import raise_os_error
+
+JavaObject = Any
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The Java classes and constants a row delta calls (Py4J handles)."""
+
+    spark3_util: JavaObject
+    schema_parser: JavaObject
+    spec_parser: JavaObject
+    order_parser: JavaObject
+    json_util: JavaObject
+    table_util: JavaObject
+    parquet_util: JavaObject
+    files: JavaObject
+    metrics_config: JavaObject
+    data_files: JavaObject
+    file_metadata: JavaObject
+    parquet: JavaObject
+    java_files: JavaObject
+    java_file: JavaObject
+    java_int: JavaObject
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    """One Iceberg table loaded for a row delta: the Java table and its layout."""
+
+    name: str
+    java: JavaObject
+    layout: DeltaLayout
+    #: The snapshot the table was at when loaded (None: no snapshot yet).
+    base_snapshot: int | None
+
+
+@dataclass(frozen=True)
+class StagedDelta:
+    """A row delta's files, stored in the warehouse, not yet committed."""
+
+    table: DeltaTable
+    data_files: tuple[JavaObject, ...]
+    delete_file: JavaObject | None
+    rows: int
+    deleted_keys: int
+    #: Warehouse locations of the files written (orphans until the commit names them).
+    locations: tuple[str, ...]
+
+
+class RowDeltaWriter:
+    """Row deltas to the Iceberg tables of one Spark session (driver side, one thread)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        jvm = spark.sparkContext._jvm
+        gateway = spark.sparkContext._gateway
+        assert jvm is not None and gateway is not None
+        self._jvm = jvm
+        self._gateway = gateway
+        self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+        #: Java classes, looked up once (each ``jvm.a.b.C`` is a round trip per name part).
+        iceberg = jvm.org.apache.iceberg
+        self._iceberg = _Classes(
+            spark3_util=iceberg.spark.Spark3Util,
+            schema_parser=iceberg.SchemaParser,
+            spec_parser=iceberg.PartitionSpecParser,
+            order_parser=iceberg.SortOrderParser,
+            json_util=iceberg.util.JsonUtil,
+            table_util=iceberg.TableUtil,
+            parquet_util=iceberg.parquet.ParquetUtil,
+            files=iceberg.Files,
+            metrics_config=iceberg.MetricsConfig,
+            data_files=iceberg.DataFiles,
+            file_metadata=iceberg.FileMetadata,
+            parquet=iceberg.FileFormat.PARQUET,
+            java_files=jvm.java.nio.file.Files,
+            java_file=jvm.java.io.File,
+            java_int=jvm.int,
+        )
+
+    # ---- loading ---------------------------------------------------------------------------
+
+    def open(self, name: str, key: tuple[str, ...], table: str) -> DeltaTable:
+        """Load ``name`` (a Spark SQL table name) and its layout; ``key``: its key columns."""
+        with spark_errors(f"load Iceberg table {name}", table):
+            c = self._iceberg
+            java = c.spark3_util.loadIcebergTable(self.spark._jsparkSession, name)
+            texts = (
+                str(c.schema_parser.toJson(java.schema())),
+                str(c.spec_parser.toJson(java.spec())),
+                str(c.order_parser.toJson(java.sortOrder())),
+                str(c.json_util.mapper().writeValueAsString(java.properties())),
+                str(c.table_util.formatVersion(java)),
+                *key,
+            )
+            snapshot = java.currentSnapshot()
+            base = None if snapshot is None else int(snapshot.snapshotId())
+        layout = self._layouts.get(texts)
+        if layout is None:
+            layout = self._layouts[texts] = parse_layout(
+                texts[0],
+                texts[1],
+                texts[2],
+                json.loads(texts[3]),
+                format_version=int(texts[4]),
+                key=key,
+            )
+        return DeltaTable(name, java, layout, base)
+
+    # ---- files -----------------------------------------------------------------------------
+
+    def stage(
+        self, target: DeltaTable, chunks: Iterable[tuple[pa.Table, pa.Table]], table: str
+    ) -> StagedDelta:
+        """Store the upserted rows and the deleted keys (``chunks`` of both, each key in one
+        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files."""
+        layout = target.layout
+        folder = self._staging_folder()
+        try:
+            data = ParquetStaging(
+                os.path.join(folder, "data.parquet"), layout.arrow_schema(), layout.properties,
+                deletes=False,
+            )  # fmt: skip
+            deleted = ParquetStaging(
+                os.path.join(folder, "deletes.parquet"), layout.arrow_schema(layout.key),
+                layout.properties, deletes=True,
+            )  # fmt: skip
+            for rows, keys in chunks:
+                if rows.num_rows:
+                    fitted = fit(rows, layout, table, whole=True)
+                    require_unique_keys(fitted.select(list(layout.key)), table)
+                    data.write(fitted)
+                if keys.num_rows:
+                    deleted.write(fit(keys, layout, table, whole=False))
+            return self._store_staged(target, data, deleted, table)
+        except OSError as exc:
+            raise_os_error(exc, folder, "writing row-delta staging files")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _staging_folder(self) -> str:
+        try:
+            return tempfile.mkdtemp(prefix="binlake-delta-")
+        except OSError as exc:
+            raise_os_error(exc, tempfile.gettempdir(), "creating a row-delta staging folder")
+
+    def _store_staged(
+        self, target: DeltaTable, data: ParquetStaging, deleted: ParquetStaging, table: str
+    ) -> StagedDelta:
+        data_size, deleted_size = data.close(), deleted.close()
+        data_files: list[JavaObject] = []
+        delete_file = None
+        locations: list[str] = []
+        with spark_errors(f"write row-delta files of {target.name}", table):
+            spec = target.java.spec()
+            if data.rows:
+                location, metrics = self._store(target, data.path, "data")
+                locations.append(location)
+                sorted_ = bool(target.layout.sort) and data.chunks == 1
+                data_files.append(
+                    self._data_file(target, spec, location, data_size, metrics, sorted_)
+                )
+            if deleted.rows:
+                location, metrics = self._store(target, deleted.path, "eq-deletes")
+                locations.append(location)
+                delete_file = self._delete_file(
+                    spec, location, deleted_size, metrics, target.layout
+                )
+        return StagedDelta(
+            target, tuple(data_files), delete_file, data.rows, deleted.rows, tuple(locations)
+        )
+
+    def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
+        """Data files other writers already stored in the table's data folder (a snapshot's
+        chunk tasks, on the executors), staged for ``commit`` as ``stage``'s are: each a
+        ``DataFile`` with the metrics Iceberg's own writer records, read from its footer
+        through the table's ``FileIO``."""
+        c = self._iceberg
+        rows = 0
+        with spark_errors(f"read the data files to add to {target.name}", table):
+            io, spec = target.java.io(), target.java.spec()
+            metrics_config = c.metrics_config.forTable(target.java)
+            files = []
+            for location in locations:
+                source = io.newInputFile(location)
+                metrics = c.parquet_util.fileMetrics(source, metrics_config)
+                rows += int(metrics.recordCount())
+                files.append(
+                    c.data_files.builder(spec)
+                    .withInputFile(source)
+                    .withFormat(c.parquet)
+                    .withMetrics(metrics)
+                    .build()
+                )
+        return StagedDelta(target, tuple(files), None, rows, 0, tuple(locations))
+
+    def _store(self, target: DeltaTable, staging: str, kind: str) -> tuple[str, Any]:
+        """Stream the staging file into the table's FileIO; (location, Iceberg metrics)."""
+        c = self._iceberg
+        location = str(
+            target.java.locationProvider().newDataLocation(f"binlake-{uuid.uuid4()}-{kind}.parquet")
+        )
+        stream = target.java.io().newOutputFile(location).create()
+        try:
+            c.java_files.copy(c.java_file(staging).toPath(), stream)
+        finally:
+            stream.close()
+        metrics = c.parquet_util.fileMetrics(
+            c.files.localInput(staging), c.metrics_config.forTable(target.java)
+        )
+        return location, metrics
+
+    def _data_file(
+        self,
+        target: DeltaTable,
+        spec: JavaObject,
+        location: str,
+        size: int,
+        metrics: JavaObject,
+        sorted_: bool,
+    ) -> JavaObject:
+        c = self._iceberg
+        builder = (
+            c.data_files.builder(spec)
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withFormat(c.parquet)
+            .withMetrics(metrics)
+        )
+        if sorted_:  # one chunk, sorted by ``fit``: the file is in the table's sort order
+            builder = builder.withSortOrder(target.java.sortOrder())
+        return builder.build()
+
+    def _delete_file(
+        self, spec: JavaObject, location: str, size: int, metrics: JavaObject, layout: DeltaLayout
+    ) -> JavaObject:
+        c = self._iceberg
+        ids = self._gateway.new_array(c.java_int, len(layout.key))
+        for i, field_id in enumerate(layout.key_field_ids):
+            ids[i] = field_id
+        return (
+            c.file_metadata.deleteFileBuilder(spec)
+            .ofEqualityDeletes(ids)
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withFormat(c.parquet)
+            .withMetrics(metrics)
+            .build()
+        )
+
+    # ---- the data folder: files stored by others, orphans ---------------------------------
+
+    def data_folder(self, target: DeltaTable, table: str) -> str:
+        """Where other writers store the table's data files (``stage_stored``):
+        ``write.data.path``, else ``<location>/data`` (Iceberg's default)."""
+        configured = target.layout.properties.get("write.data.path")
+        if configured:
+            return configured
+        with spark_errors(f"read the location of {target.name}", table):
+            return f"{str(target.java.location()).rstrip('/')}/data"
+
+    def unreferenced(
+        self, target: DeltaTable, prefix: str, table: str, keep: Collection[str] = ()
+    ) -> list[str]:
+        """Files in the table's data folder whose names start with ``prefix`` that its current
+        snapshot does not reference (stored by an attempt never committed), listed through
+        Hadoop's ``FileSystem``: any warehouse Iceberg reads. ``keep``: locations the caller
+        committed, or is about to commit: never in the answer; when the folder holds no
+        other, the table's file list (a Spark job) is not read."""
+        folder = self.data_folder(target, table)
+        kept = {_base(location) for location in keep}
+        with spark_errors(f"list the data files of {target.name}", table):
+            listed = [path for path in self._list(folder, prefix) if _base(path) not in kept]
+            if not listed:
+                return []
+            query = f"SELECT file_path FROM {target.name}.files"
+            referenced = {_base(str(row[0])) for row in self.spark.sql(query).collect()}
+        return [path for path in listed if _base(path) not in referenced]
+
+    def _list(self, folder: str, prefix: str) -> list[str]:
+        hadoop = self._jvm.org.apache.hadoop.fs
+        path = hadoop.Path(folder)
+        filesystem = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        if not filesystem.exists(path):
+            return []
+        out = []
+        for status in filesystem.listStatus(path):
+            entry = status.getPath()
+            if status.isFile() and str(entry.getName()).startswith(prefix):
+                out.append(str(entry.toString()))
+        return out
+
+    def delete(self, target: DeltaTable, locations: Sequence[str], table: str) -> None:
+        """Delete files no snapshot references, through the table's ``FileIO``."""
+        if not locations:
+            return
+        with spark_errors(f"delete orphan files of {target.name}", table):
+            io = target.java.io()
+            for location in locations:
+                io.deleteFile(location)
+
+    # ---- warming up ------------------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Run the Python and Java code of ``stage`` once on a one-row file in a temporary
+        folder (no table, no warehouse, nothing committed): a new JVM loads the classes and a
+        new process imports pyarrow's writer before the first batch needs them."""
+        c = self._iceberg
+        field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+        rows = pa.Table.from_arrays([pa.array([1], pa.int64())], schema=pa.schema([field]))
+        with tempfile.TemporaryDirectory(prefix="binlake-warm-") as folder:
+            path = os.path.join(folder, "warm.parquet")
+            size = write_parquet(rows, path, {}, deletes=False)
+            with spark_errors("warm up the row-delta writer"):
+                metrics = c.parquet_util.fileMetrics(
+                    c.files.localInput(path), c.metrics_config.getDefault()
+                )
+                spec = self._jvm.org.apache.iceberg.PartitionSpec.unpartitioned()
+                c.data_files.builder(spec).withPath(path).withFileSizeInBytes(size).withFormat(
+                    c.parquet
+                ).withMetrics(metrics).build()
+                ids = self._gateway.new_array(c.java_int, 1)
+                ids[0] = 1
+                c.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(
+                    path
+                ).withFileSizeInBytes(size).withFormat(c.parquet).withMetrics(metrics).build()
+
+    # ---- the commit ------------------------------------------------------------------------
+
+    def commit(self, staged: StagedDelta, properties: Mapping[str, str], table: str) -> int:
+        """Commit the staged files in one snapshot whose summary carries ``properties`` (it is
+        made even with no file: the table's position moves); its snapshot id."""
+        props = checked_properties(properties)
+        target = staged.table
+        with spark_errors(f"row-delta commit to {target.name}", table):
+            transaction = target.java.newTransaction()
+            delta = transaction.newRowDelta()
+            for data_file in staged.data_files:
+                delta = delta.addRows(data_file)
+            if staged.delete_file is not None:
+                delta = delta.addDeletes(staged.delete_file)
+            for key, value in props.items():
+                delta = delta.set(key, value)
+            if target.base_snapshot is not None:
+                delta = delta.validateFromSnapshot(target.base_snapshot)
+            delta.commit()
+            seen = transaction.table()
+            snapshot_id = int(seen.currentSnapshot().snapshotId())
+            move_tags(transaction, seen, snapshot_id, props)
+            transaction.commitTransaction()
+            return snapshot_id
+
+
+def _base(location: str) -> str:
+    return location.rstrip("/").rsplit("/", 1)[-1]
