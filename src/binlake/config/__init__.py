@@ -1,19 +1,22 @@
 """binlake's configuration: one TOML file plus environment overrides, checked field by field.
 
-Every command takes the same file. Each section is a frozen dataclass; each key has one spec
-(``Key``) that says its type, default and limits, and the environment variable that overrides
-it: ``BINLAKE_<SECTION>_<KEY>`` in upper case (``BINLAKE_SOURCE_PORT=3307``). A value from the
+Every command takes the same file. Each section is a frozen dataclass in a module of its own
+(``binlake.config.source``, ``.state``, ``.receiver``, ``.target``, ``.tables``, ``.spark``,
+``.applier``, ``.snapshot``, ``.catalog``, ``.maintenance``, ``.cuts``); each key is one of its
+fields, stated once with ``setting`` (``binlake.config.section``): its type, parser and limits,
+default and meaning. ``Config`` lists the sections once, each field named as its section in the
+file; this module reads them all by one loop. A key's environment variable overrides it:
+``BINLAKE_<SECTION>_<KEY>`` in upper case (``BINLAKE_SOURCE_PORT=3307``). A value from the
 environment is text and is parsed like the file's value would be; relative paths in the file are
 relative to the file's folder, relative paths from the environment to the working directory.
 
 Strictness: an unknown key, an unknown section, a wrong type or an out-of-range value is a
 ``ConfigError`` whose ``field`` names it (``source.port``); typos never pass silently. An
 environment variable that looks like an override (``BINLAKE_SOURCE_...``) but names no key is an
-error too. ``[target]``, ``[tables]``, ``[spark]``, ``[applier]``, ``[snapshot]`` and
-``[catalog]`` (``binlake.config.catalog``: Iceberg's JDBC catalog) configure ``binlake
-replicate`` (the applier), ``[maintenance]`` (``binlake.config.maintenance``) ``binlake
-maintain``; lists and tables given through the environment are TOML values
-(``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
+error too. ``[target]``, ``[tables]``, ``[spark]``, ``[applier]``, ``[snapshot]``, ``[catalog]``
+(Iceberg's JDBC catalog) and ``[cuts]`` configure ``binlake replicate`` (the applier),
+``[maintenance]`` ``binlake maintain``; lists and tables given through the environment are TOML
+values (``BINLAKE_TABLES_INCLUDE='["shop.*"]'``).
 
 Passwords (``[source]``'s, ``[catalog]``'s) are never in the file: ``password_env`` names an
 environment variable holding one (its text is taken as UTF-8 bytes), or ``password_file`` a file
@@ -28,46 +31,24 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from binlake.config.applier import (
-    APPLIER_KEYS,
-    SNAPSHOT_KEYS,
-    SPARK_KEYS,
-    TABLES_KEYS,
-    TARGET_KEYS,
-    ApplierConfig,
-    OnDrop,
-    SnapshotConfig,
-    SparkConfig,
-    TablesConfig,
-    TargetConfig,
-)
-from binlake.config.catalog import (
-    CATALOG_KEYS,
-    CatalogConfig,
-    CatalogType,
-    catalog_config,
-    catalog_password_env,
-)
-from binlake.config.cuts import CUTS_KEYS, CutsConfig
-from binlake.config.maintenance import MAINTENANCE_KEYS, MaintenanceConfig
-from binlake.config.secrets import Secret, read_password
-from binlake.config.values import (
-    ENV_PREFIX,
-    REQUIRED,
-    Key,
-    bool_value,
-    enum_value,
-    float_value,
-    int_value,
-    path_value,
-    str_value,
-    where,
-)
+from binlake.config.applier import ApplierConfig
+from binlake.config.catalog import CatalogConfig, CatalogType
+from binlake.config.cuts import CutsConfig
+from binlake.config.maintenance import MaintenanceConfig
+from binlake.config.receiver import ReceiverConfig, SyncPolicy
+from binlake.config.secrets import Secret
+from binlake.config.section import ENV_PREFIX, REQUIRED, Key, Loading, Section
+from binlake.config.snapshot import SnapshotConfig
+from binlake.config.source import ReplicationMode, SourceConfig
+from binlake.config.spark import SparkConfig
+from binlake.config.state import StateConfig
+from binlake.config.tables import OnDrop, TablesConfig
+from binlake.config.target import TargetConfig
+from binlake.config.values import where
 from binlake.errors import ConfigError
 
 __all__ = [
@@ -96,249 +77,41 @@ __all__ = [
     "load_config",
 ]
 
-MAX_SERVER_ID = (1 << 32) - 1
-#: The largest heartbeat period MariaDB and MySQL accept (seconds).
-MAX_HEARTBEAT_S = 4_294_967.0
-MIN_RELAY_FILE_SIZE = 4096
-MAX_RELAY_FILE_SIZE = 1 << 30
 
-
-class ReplicationMode(StrEnum):
-    """How the receiver asks the source where to resume: by GTID state or by file and offset."""
-
-    GTID = "gtid"
-    FILE = "file"
-
-
-class SyncPolicy(StrEnum):
-    """When the receiver fsyncs the relay log (always at a transaction boundary)."""
-
-    GROUPED = "grouped"
-    EVERY_TRANSACTION = "every-transaction"
-
-
-# ---- sections -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    """``[source]``: the MariaDB/MySQL primary and how to reach it."""
-
-    host: str
-    port: int
-    user: str
-    server_id: int
-    mode: ReplicationMode
-    heartbeat_period_s: float
-    connect_timeout_s: float
-    ssl_ca: Path | None
-    ssl_cert: Path | None
-    ssl_key: Path | None
-    ssl_verify: bool
-    #: Where the password came from, for messages: "environment variable X", "file F", "none".
-    password_origin: str
-    password: Secret | None = field(default=None, repr=False)
-    #: The environment variable the password is read from (so it is not taken for a typo).
-    password_env: str | None = None
-    #: The file the password is read from (snapshot chunk tasks read it again on the executors:
-    #: the password itself never travels to them).
-    password_file: Path | None = None
-
-
-@dataclass(frozen=True)
-class StateConfig:
-    """``[state]``: the folder binlake owns (relay log, checkpoint, source state, lock)."""
-
-    dir: Path
-
-    @property
-    def relay_dir(self) -> Path:
-        return self.dir / "relay"
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.dir / "relay.checkpoint"
-
-    @property
-    def source_state_path(self) -> Path:
-        return self.dir / "source.state"
-
-    @property
-    def snapshot_plan_path(self) -> Path:
-        return self.dir / "snapshot.plan"
-
-    @property
-    def snapshot_requests_dir(self) -> Path:
-        return self.dir / "snapshot-requests"
-
-
-@dataclass(frozen=True)
-class ReceiverConfig:
-    """``[receiver]``: fsync grouping, relay file size, reconnect policy."""
-
-    sync: SyncPolicy
-    sync_interval_ms: int
-    sync_max_transactions: int
-    max_relay_file_size: int
-    reconnect_initial_s: float
-    reconnect_max_s: float
-    #: 0 = retry forever (while running without --until-caught-up).
-    reconnect_max_attempts: int
-    #: With --until-caught-up: give up when the source stays unreachable this long.
-    catch_up_give_up_s: float
-    progress_interval_s: float
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Config:
+    """The whole file: one field per section, named as the section is in the file. They are
+    read, built and documented in this order; a section's ``from_values`` may look at those
+    before it ([catalog] at [target] and [spark])."""
+
     source: SourceConfig
     state: StateConfig
     receiver: ReceiverConfig
+    target: TargetConfig
+    tables: TablesConfig
+    spark: SparkConfig
+    applier: ApplierConfig
+    snapshot: SnapshotConfig
+    catalog: CatalogConfig
+    maintenance: MaintenanceConfig
+    cuts: CutsConfig
     #: The file it was read from (None when built from a mapping).
     path: Path | None = None
-    target: TargetConfig = field(default_factory=TargetConfig)
-    tables: TablesConfig = field(default_factory=TablesConfig)
-    spark: SparkConfig = field(default_factory=SparkConfig)
-    applier: ApplierConfig = field(default_factory=ApplierConfig)
-    snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
-    catalog: CatalogConfig = field(default_factory=CatalogConfig)
-    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
-    cuts: CutsConfig = field(default_factory=CutsConfig)
 
 
-# ---- key specs ------------------------------------------------------------------------------
+def _section_types() -> dict[str, type[Section]]:
+    hints = get_type_hints(Config)
+    return {
+        f.name: hints[f.name]
+        for f in fields(Config)
+        if isinstance(hints[f.name], type) and issubclass(hints[f.name], Section)
+    }
 
-SOURCE_KEYS: tuple[Key, ...] = (
-    Key("host", "str", str_value(), doc="host name or address of the primary"),
-    Key("port", "int", int_value(1, 65535), 3306, "TCP port"),
-    Key("user", "str", str_value(), doc="replication user (REPLICATION SLAVE, REPLICATION CLIENT)"),
-    Key(
-        "password_env",
-        "str",
-        str_value(),
-        None,
-        "name of the environment variable with the password",
-    ),
-    Key(
-        "password_file",
-        "path",
-        path_value,
-        None,
-        "file holding the password (its bytes, one trailing newline dropped)",
-    ),
-    Key(
-        "server_id",
-        "int",
-        int_value(1, MAX_SERVER_ID),
-        doc="binlake's server id on the primary: unique among its replicas",
-    ),
-    Key(
-        "mode",
-        "gtid or file",
-        enum_value(ReplicationMode),
-        ReplicationMode.GTID,
-        "resume by GTID state (gtid) or by binlog file and offset (file)",
-    ),
-    Key(
-        "heartbeat_period_s",
-        "float",
-        float_value(0.0, MAX_HEARTBEAT_S),
-        5.0,
-        "the primary sends a heartbeat after this much silence; 2x without any is a dead link",
-    ),
-    Key(
-        "connect_timeout_s",
-        "float",
-        float_value(0.0, 3600.0),
-        10.0,
-        "TCP connect and login timeout",
-    ),
-    Key(
-        "ssl_ca", "path", path_value, None, "CA certificate file; setting any ssl_* key enables TLS"
-    ),
-    Key("ssl_cert", "path", path_value, None, "client certificate file"),
-    Key("ssl_key", "path", path_value, None, "client private key file"),
-    Key("ssl_verify", "bool", bool_value, True, "verify the server certificate and host name"),
-)
 
-STATE_KEYS: tuple[Key, ...] = (
-    Key(
-        "dir", "path", path_value, doc="the state folder: relay log, checkpoint, source state, lock"
-    ),
-)
-
-RECEIVER_KEYS: tuple[Key, ...] = (
-    Key(
-        "sync",
-        "grouped or every-transaction",
-        enum_value(SyncPolicy),
-        SyncPolicy.GROUPED,
-        "grouped: one fsync per sync_interval_ms or sync_max_transactions; every-transaction: "
-        "one per transaction",
-    ),
-    Key(
-        "sync_interval_ms", "int", int_value(1, 60_000), 50, "grouped: longest wait before an fsync"
-    ),
-    Key(
-        "sync_max_transactions",
-        "int",
-        int_value(1, 1_000_000),
-        1000,
-        "grouped: most transactions per fsync",
-    ),
-    Key(
-        "max_relay_file_size",
-        "int",
-        int_value(MIN_RELAY_FILE_SIZE, MAX_RELAY_FILE_SIZE),
-        128 * 1024 * 1024,
-        "a relay file is rotated at the first transaction boundary past this",
-    ),
-    Key(
-        "reconnect_initial_s",
-        "float",
-        float_value(0.0, 3600.0),
-        0.5,
-        "first wait before reconnecting; doubles per failed attempt (with jitter)",
-    ),
-    Key(
-        "reconnect_max_s", "float", float_value(0.0, 3600.0), 30.0, "longest wait between attempts"
-    ),
-    Key(
-        "reconnect_max_attempts",
-        "int",
-        int_value(0, 1_000_000),
-        0,
-        "give up after this many failed attempts in a row; 0 = never",
-    ),
-    Key(
-        "catch_up_give_up_s",
-        "float",
-        float_value(0.0, 86_400.0),
-        60.0,
-        "with --until-caught-up: give up when the source stays unreachable this long",
-    ),
-    Key(
-        "progress_interval_s",
-        "float",
-        float_value(0.0, 3600.0),
-        5.0,
-        "seconds between progress log lines (when not on a terminal)",
-    ),
-)
-
-SECTIONS: dict[str, tuple[Key, ...]] = {
-    "source": SOURCE_KEYS,
-    "state": STATE_KEYS,
-    "receiver": RECEIVER_KEYS,
-    "target": TARGET_KEYS,
-    "tables": TABLES_KEYS,
-    "spark": SPARK_KEYS,
-    "applier": APPLIER_KEYS,
-    "snapshot": SNAPSHOT_KEYS,
-    "catalog": CATALOG_KEYS,
-    "maintenance": MAINTENANCE_KEYS,
-    "cuts": CUTS_KEYS,
-}
+#: Section name -> its dataclass, in ``Config``'s order.
+SECTION_TYPES: dict[str, type[Section]] = _section_types()
+#: Section name -> its keys.
+SECTIONS: dict[str, tuple[Key, ...]] = {name: cls.keys() for name, cls in SECTION_TYPES.items()}
 
 
 # ---- loading --------------------------------------------------------------------------------
@@ -368,35 +141,20 @@ def load_config(path: str | os.PathLike[str], environ: Mapping[str, str] | None 
 def config_from_mapping(
     data: Mapping[str, Any], *, base_dir: Path, environ: Mapping[str, str] | None = None
 ) -> Config:
-    """Check parsed TOML ``data``; relative paths resolve against ``base_dir``."""
+    """Check parsed TOML ``data``; relative paths resolve against ``base_dir``.
+
+    Every key of every section is parsed first, then the environment's ``BINLAKE_*`` variables
+    are checked for typos, then each section is built in ``Config``'s order."""
     env = dict(os.environ if environ is None else environ)
     _check_sections(data)
     values = {
         name: _read_section(data, name, keys, env, base_dir) for name, keys in SECTIONS.items()
     }
-    source = _source(values["source"], env)
-    _check_env_typos(env, {source.password_env, catalog_password_env(data.get("catalog", {}), env)})
-    receiver = _receiver(values["receiver"])
-    target = values["target"]
-    if target["warehouse"] is None:
-        target["warehouse"] = base_dir / "warehouse"
-    spark = SparkConfig(**values["spark"])
-    catalog = catalog_config(
-        values["catalog"], env, target_catalog=target["catalog"], spark_conf=spark.conf
-    )
-    return Config(
-        source,
-        StateConfig(**values["state"]),
-        receiver,
-        target=TargetConfig(**target),
-        tables=TablesConfig(**values["tables"]),
-        spark=spark,
-        applier=ApplierConfig(**values["applier"]),
-        snapshot=SnapshotConfig(**values["snapshot"]),
-        catalog=catalog,
-        maintenance=MaintenanceConfig(**values["maintenance"]),
-        cuts=CutsConfig(**values["cuts"]),
-    )
+    _check_env_typos(env, {section.get("password_env") for section in values.values()})
+    loading = Loading(env, base_dir)
+    for name, section in SECTION_TYPES.items():
+        loading.built[name] = section.from_values(values[name], loading)
+    return Config(**loading.built)
 
 
 def _check_sections(data: Mapping[str, Any]) -> None:
@@ -449,42 +207,8 @@ def _read_section(
                 hint=f"set {key.name} in [{section}] (or {key.env_var(section)})",
             )
         else:
-            out[key.name] = key.default
+            out[key.name] = key.default_in(base_dir)
     return out
-
-
-def _source(values: dict[str, Any], env: Mapping[str, str]) -> SourceConfig:
-    password_env: str | None = values.pop("password_env")
-    password_file: Path | None = values.pop("password_file")
-    password, origin = read_password("source", password_env, password_file, env)
-    tls_paths = [values[k] for k in ("ssl_ca", "ssl_cert", "ssl_key")]
-    if (values["ssl_cert"] is None) != (values["ssl_key"] is None):
-        missing = "ssl_key" if values["ssl_key"] is None else "ssl_cert"
-        raise ConfigError(
-            "[source] ssl_cert and ssl_key go together",
-            field=f"source.{missing}",
-            hint="set both the client certificate and its key, or neither",
-        )
-    for key, path in zip(("ssl_ca", "ssl_cert", "ssl_key"), tls_paths, strict=True):
-        if path is not None and not path.is_file():
-            raise ConfigError(f"[source] {key}: {path} is not a file", field=f"source.{key}")
-    return SourceConfig(
-        **values,
-        password_origin=origin,
-        password=password,
-        password_env=password_env,
-        password_file=password_file,
-    )
-
-
-def _receiver(values: dict[str, Any]) -> ReceiverConfig:
-    if values["reconnect_max_s"] < values["reconnect_initial_s"]:
-        raise ConfigError(
-            f"[receiver] reconnect_max_s ({values['reconnect_max_s']:g}) is smaller than "
-            f"reconnect_initial_s ({values['reconnect_initial_s']:g})",
-            field="receiver.reconnect_max_s",
-        )
-    return ReceiverConfig(**values)
 
 
 def _check_env_typos(env: Mapping[str, str], password_envs: set[str | None]) -> None:
@@ -503,12 +227,26 @@ def _check_env_typos(env: Mapping[str, str], password_envs: set[str | None]) -> 
 
 
 def describe_keys() -> list[tuple[str, str, str, str, str]]:
-    """(section.key, type, default, environment variable, meaning) for the docs and tests."""
-    rows = []
-    for section, keys in SECTIONS.items():
-        for key in keys:
-            default = "required" if key.default is REQUIRED else repr(key.default)
-            if isinstance(key.default, StrEnum):
-                default = repr(key.default.value)
-            rows.append((f"{section}.{key.name}", key.kind, default, key.env_var(section), key.doc))
-    return rows
+    """(section.key, type, default, environment variable, meaning), the default written as
+    docs/configuration.md writes it: for the docs and their test."""
+    return [
+        (f"{section}.{key.name}", key.kind, _documented(key.default), key.env_var(section), key.doc)
+        for section, keys in SECTIONS.items()
+        for key in keys
+    ]
+
+
+def _documented(default: Any) -> str:
+    if default is REQUIRED:
+        return "**required**"
+    if default is None:
+        return "unset"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, str):  # an enum's member too: its value
+        return f'"{default}"'
+    if isinstance(default, Path):
+        return f"`{default}/` beside the config file"
+    if isinstance(default, tuple):
+        return "[" + ", ".join(f'"{item}"' for item in default) + "]"
+    return repr(default)

@@ -11,9 +11,9 @@ reaches: ``s3a://bucket/lake``, or ``file:/srv/lake`` on storage every host moun
 password follows the rules of ``[source]``'s (never in the file: ``password_env`` or
 ``password_file``). Other catalogs (REST, Hive, Glue, Nessie) stay ``[spark.conf]`` passthrough.
 
-``catalog_config`` checks the section against the rest: a ``[spark.conf]`` that also defines
-the catalog named ``[target] catalog`` is an error (two definitions, no silent winner), and
-so is any JDBC key under an embedded catalog.
+``CatalogConfig.from_values`` checks the section against the rest: a ``[spark.conf]`` that also
+defines the catalog named ``[target] catalog`` is an error (two definitions, no silent winner),
+and so is any JDBC key under an embedded catalog.
 """
 
 from __future__ import annotations
@@ -23,24 +23,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from binlake.config.secrets import Secret, read_password
-from binlake.config.values import Key, enum_value, int_value, path_value, str_value, where
+from binlake.config.section import Loading, Section, setting
+from binlake.config.spark import SparkConfig
+from binlake.config.target import TargetConfig
+from binlake.config.values import enum_value, int_value, path_value, str_value, where
 from binlake.errors import ConfigError
 
-__all__ = [
-    "CATALOG_KEYS",
-    "CatalogConfig",
-    "CatalogType",
-    "SchemaVersion",
-    "catalog_config",
-    "catalog_password_env",
-    "location_value",
-]
+__all__ = ["CatalogConfig", "CatalogType", "SchemaVersion", "location_value"]
 
 #: A URI scheme (``s3a:``, ``file:``, ``hdfs:``...), as opposed to a path.
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+#: Keys that mean something only for a JDBC catalog (the embedded catalogs refuse them).
+_JDBC_ONLY = ("uri", "user", "password_env", "password_file", "warehouse")
 
 
 class CatalogType(StrEnum):
@@ -54,26 +52,6 @@ class SchemaVersion(StrEnum):
 
     V0 = "V0"
     V1 = "V1"
-
-
-@dataclass(frozen=True)
-class CatalogConfig:
-    """``[catalog]``; the default is the embedded SQLite catalog (every other field unset)."""
-
-    type: CatalogType = CatalogType.EMBEDDED
-    uri: str | None = None
-    user: str | None = None
-    warehouse: str | None = None
-    schema_version: SchemaVersion = SchemaVersion.V1
-    connect_timeout_s: int = 10
-    socket_timeout_s: int = 60
-    password_origin: str = "none"
-    password: Secret | None = field(default=None, repr=False)
-    password_env: str | None = None
-
-    @property
-    def is_jdbc(self) -> bool:
-        return self.type is CatalogType.JDBC
 
 
 def location_value(value: object, name: str, base: Path) -> str:
@@ -96,101 +74,103 @@ def _jdbc_uri(value: object, name: str, base: Path) -> str:
     return text
 
 
-CATALOG_KEYS: tuple[Key, ...] = (
-    Key(
-        "type",
+@dataclass(frozen=True, kw_only=True)
+class CatalogConfig(Section):
+    """``[catalog]``; the default is the embedded SQLite catalog (every other field unset)."""
+
+    type: CatalogType = setting(
         "embedded, hadoop or jdbc",
         enum_value(CatalogType),
         CatalogType.EMBEDDED,
         "embedded: Iceberg's JDBC catalog on an SQLite file in [target] warehouse; hadoop: "
         "the Hadoop catalog there (one writer at a time); jdbc: a JDBC catalog of yours",
-    ),
-    Key(
-        "uri", "str", _jdbc_uri, None, "jdbc: the catalog database, jdbc:postgresql://HOST:PORT/DB"
-    ),
-    Key("user", "str", str_value(), None, "jdbc: the catalog database's user"),
-    Key(
-        "password_env",
+    )
+    uri: str | None = setting(
+        "str", _jdbc_uri, None, "jdbc: the catalog database, jdbc:postgresql://HOST:PORT/DB"
+    )
+    user: str | None = setting("str", str_value(), None, "jdbc: the catalog database's user")
+    password_env: str | None = setting(
         "str",
         str_value(),
         None,
         "jdbc: name of the environment variable with the catalog user's password",
-    ),
-    Key(
-        "password_file",
+    )
+    password_file: Path | None = setting(
         "path",
         path_value,
         None,
         "jdbc: file holding the catalog user's password (one trailing newline is dropped)",
-    ),
-    Key(
-        "warehouse",
+    )
+    warehouse: str | None = setting(
         "URI or path",
         location_value,
         None,
         "jdbc: where the tables' files go, a URI every executor reaches (a path: file: URI)",
-    ),
-    Key(
-        "schema_version",
+    )
+    schema_version: SchemaVersion = setting(
         "V0 or V1",
         enum_value(SchemaVersion),
         SchemaVersion.V1,
         "jdbc: the catalog database's table layout (V1 migrates a V0 database in place)",
-    ),
-    Key(
-        "connect_timeout_s",
+    )
+    connect_timeout_s: int = setting(
         "int",
         int_value(1, 3600),
         10,
         "jdbc: TCP connect and login timeout of the catalog database driver",
-    ),
-    Key(
-        "socket_timeout_s",
+    )
+    socket_timeout_s: int = setting(
         "int",
         int_value(1, 86_400),
         60,
         "jdbc: longest wait for the catalog database's answer (never 0: a hung database "
         "would block binlake forever)",
-    ),
-)
+    )
+    password_origin: str = "none"
+    password: Secret | None = field(default=None, repr=False)
 
-#: Keys that mean something only for a JDBC catalog (the embedded catalogs refuse them).
-_JDBC_ONLY = ("uri", "user", "password_env", "password_file", "warehouse")
+    @property
+    def is_jdbc(self) -> bool:
+        return self.type is CatalogType.JDBC
 
-
-def catalog_password_env(raw: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
-    """The environment variable ``[catalog] password_env`` names (read before the checks, so
-    that it is not taken for a mistyped override)."""
-    value = env.get("BINLAKE_CATALOG_PASSWORD_ENV", raw.get("password_env"))
-    return value if isinstance(value, str) else None
-
-
-def catalog_config(
-    values: dict[str, Any],
-    env: Mapping[str, str],
-    *,
-    target_catalog: str,
-    spark_conf: Mapping[str, str],
-) -> CatalogConfig:
-    """``[catalog]``'s parsed ``values`` checked against ``[target] catalog`` and
-    ``[spark.conf]``."""
-    kind: CatalogType = values["type"]
-    if kind is not CatalogType.JDBC:
-        for name in _JDBC_ONLY:
-            if values[name] is not None:
+    @classmethod
+    def from_values(cls, values: dict[str, Any], loading: Loading) -> Self:
+        """``[catalog]``'s parsed ``values`` checked against ``[target] catalog`` and
+        ``[spark.conf]``; an embedded catalog keeps its type only."""
+        kind: CatalogType = values["type"]
+        if kind is not CatalogType.JDBC:
+            _refuse_jdbc_keys(values, kind)
+            return cls(type=kind)
+        for name in ("uri", "warehouse"):
+            if values[name] is None:
                 raise ConfigError(
-                    f"[catalog] {name} is set but type is {kind.value} (an embedded catalog)",
+                    f"[catalog] {name} is missing: a JDBC catalog needs it",
                     field=f"catalog.{name}",
-                    hint='set type = "jdbc" for a JDBC catalog, or remove the key',
+                    hint='uri = "jdbc:postgresql://HOST:5432/DB", warehouse = "s3a://bucket/lake"',
                 )
-        return CatalogConfig(type=kind)
-    for name in ("uri", "warehouse"):
-        if values[name] is None:
+        target_catalog = loading.section(TargetConfig).catalog
+        _refuse_a_second_definition(target_catalog, loading.section(SparkConfig).conf)
+        password, origin = read_password(
+            "catalog",
+            values["password_env"],
+            values["password_file"],
+            loading.env,
+            whose="the catalog user's",
+        )
+        return cls(**values, password_origin=origin, password=password)
+
+
+def _refuse_jdbc_keys(values: Mapping[str, Any], kind: CatalogType) -> None:
+    for name in _JDBC_ONLY:
+        if values[name] is not None:
             raise ConfigError(
-                f"[catalog] {name} is missing: a JDBC catalog needs it",
+                f"[catalog] {name} is set but type is {kind.value} (an embedded catalog)",
                 field=f"catalog.{name}",
-                hint='uri = "jdbc:postgresql://HOST:5432/DB", warehouse = "s3a://bucket/lake"',
+                hint='set type = "jdbc" for a JDBC catalog, or remove the key',
             )
+
+
+def _refuse_a_second_definition(target_catalog: str, spark_conf: Mapping[str, str]) -> None:
     prefix = f"spark.sql.catalog.{target_catalog}"
     clash = sorted(k for k in spark_conf if k == prefix or k.startswith(f"{prefix}."))
     if clash:
@@ -200,11 +180,3 @@ def catalog_config(
             field="spark.conf",
             hint=f"remove the {prefix}.* keys from [spark.conf], or the [catalog] section",
         )
-    password_env: str | None = values.pop("password_env")
-    password_file: Path | None = values.pop("password_file")
-    password, origin = read_password(
-        "catalog", password_env, password_file, env, whose="the catalog user's"
-    )
-    return CatalogConfig(
-        **values, password_origin=origin, password=password, password_env=password_env
-    )

@@ -1,5 +1,5 @@
-"""The parsing half of binlake's configuration: one ``Key`` per setting and the parsers its
-values go through, from the TOML file or from an environment variable's text.
+"""The parsers of binlake's configuration: what a key's value goes through, from the TOML file
+or from an environment variable's text (``binlake.config.section``'s ``setting`` names one).
 
 Every parser takes ``(value, field name, base folder)`` and returns the typed value or raises a
 ``ConfigError`` naming the field (``source.port``). Lists and tables given as text (an
@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,8 @@ from typing import Any
 from binlake.binlog.names import TableGlob, TableName
 from binlake.errors import ConfigError
 
-ENV_PREFIX = "BINLAKE_"
-
-REQUIRED: Any = object()
-
-
-@dataclass(frozen=True)
-class Key:
-    """One key: how to parse it from TOML and from text, its default, and what it means."""
-
-    name: str
-    kind: str  # str | int | float | bool | path | enum names, for messages and docs
-    parse: Callable[[object, str, Path], Any]
-    default: Any = REQUIRED
-    doc: str = ""
-
-    def env_var(self, section: str) -> str:
-        return f"{ENV_PREFIX}{section}_{self.name}".upper()
+#: Seconds in a day, for the keys that count in days.
+DAY_S = 86_400.0
 
 
 def where(field_name: str) -> str:

@@ -1,0 +1,31 @@
+"""``[snapshot]``: copying tables' existing rows (``binlake.snapshot.copier``;
+docs/architecture.md, "Snapshots")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from binlake.config.section import Section, setting
+from binlake.config.values import bool_value, int_value
+
+__all__ = ["SnapshotConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotConfig(Section):
+    """``[snapshot]``: copying tables' existing rows (binlake.snapshot.copier)."""
+
+    #: On a new state folder, snapshot every included table the lake holds no position for.
+    initial: bool = setting(
+        "bool",
+        bool_value,
+        True,
+        "on a new state folder, copy every included table's existing rows before streaming",
+    )
+    #: Rows per chunk: one consistent read and one Iceberg commit each.
+    chunk_rows: int = setting(
+        "int",
+        int_value(1, 10_000_000),
+        50_000,
+        "rows per snapshot chunk: one consistent read and one Iceberg commit each",
+    )
