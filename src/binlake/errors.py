@@ -1,101 +1,38 @@
-"""binlake's one error tree, and the exit code the CLI gives each branch.
+"""binlake's one error tree: import any of its errors from here.
 
 The root and the format errors live in ``binlake.binlog.errors`` (pure code raises them without
-depending on anything outside its package); they are re-exported here with the errors of the
-outer layers.
+depending on anything outside its package); they are re-exported here (``X as X``) with the
+errors of the outer layers. The exit code the CLI gives an error (``exit_code``) and whether
+waiting may cure it (``retryable``) are class attributes the root declares (70, False); a class
+whose branch differs declares its own, and its subclasses inherit it by attribute lookup.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from binlake.binlog.errors import (
-    BinlakeError,
-    BinlogFormatError,
-    ChecksumMismatchError,
-    InvalidEventError,
-    NotABinlogError,
-    OrphanEventError,
-    TruncatedEventError,
-    UnsupportedTypeError,
-    ValueDecodeError,
-)
-
-__all__ = [
-    "ApplyError",
-    "BinlakeError",
-    "BinlogFormatError",
-    "CatalogAuthError",
-    "CatalogCommitUnknownError",
-    "CatalogConfigError",
-    "CatalogError",
-    "CatalogUnreachableError",
-    "CheckpointError",
-    "CheckpointRecordError",
-    "ChecksumMismatchError",
-    "CommitConflictError",
-    "ConfigError",
-    "CutError",
-    "CutNotFoundError",
-    "CutTableError",
-    "DiskFullError",
-    "DuplicateTransactionError",
-    "FileAccessError",
-    "IncompatibleSchemaChangeError",
-    "IndexFileError",
-    "InvalidEventError",
-    "LogCorruptionError",
-    "NoIndexError",
-    "NotABinlogError",
-    "NotAStateFileError",
-    "OrphanEventError",
-    "RelayLogStateError",
-    "RowImageError",
-    "SchemaEvolutionError",
-    "SnapshotError",
-    "SnapshotPlanError",
-    "SnapshotShapeChangedError",
-    "SourceAuthError",
-    "SourceConfigError",
-    "SourceConnectionLostError",
-    "SourceError",
-    "SourceIdentityChangedError",
-    "SourcePositionLostError",
-    "SourceProtocolError",
-    "SourceUnreachableError",
-    "SparkError",
-    "SparkMasterError",
-    "SparkMasterUnreachableError",
-    "SparkNoExecutorsError",
-    "SparkSetupError",
-    "SparkStatementError",
-    "StateFileCorruptError",
-    "StateFileError",
-    "StateLockedError",
-    "StatePayloadTooLargeError",
-    "StatementFormatError",
-    "StorageError",
-    "TargetError",
-    "TruncatedEventError",
-    "UnsupportedDdlError",
-    "UnsupportedDefaultError",
-    "UnsupportedTypeError",
-    "UsageError",
-    "ValueDecodeError",
-    "XidMismatchError",
-    "exit_code_for",
-]
+from binlake.binlog.errors import BinlakeError as BinlakeError
+from binlake.binlog.errors import BinlogFormatError as BinlogFormatError
+from binlake.binlog.errors import ChecksumMismatchError as ChecksumMismatchError
+from binlake.binlog.errors import InvalidEventError as InvalidEventError
+from binlake.binlog.errors import NotABinlogError as NotABinlogError
+from binlake.binlog.errors import OrphanEventError as OrphanEventError
+from binlake.binlog.errors import TruncatedEventError as TruncatedEventError
+from binlake.binlog.errors import UnsupportedTypeError as UnsupportedTypeError
+from binlake.binlog.errors import ValueDecodeError as ValueDecodeError
 
 
 class UsageError(BinlakeError):
     """The command line asks for something impossible."""
 
+    exit_code = 64
     default_hint = "run the command with --help"
 
 
 class ConfigError(BinlakeError):
     """A configuration file or value is missing or invalid; ``field`` names it."""
 
+    exit_code = 78
     default_hint = "fix the named field in the config file"
 
     field: str | None = None
@@ -103,6 +40,8 @@ class ConfigError(BinlakeError):
 
 class StorageError(BinlakeError):
     """A file binlake owns or was given cannot be read or written as needed."""
+
+    exit_code = 74
 
 
 class FileAccessError(StorageError):
@@ -231,6 +170,7 @@ class SnapshotPlanError(StorageError):
 class StateLockedError(StorageError):
     """Another process holds the state folder's lock; ``holder_*`` name it (None if unreadable)."""
 
+    exit_code = 75
     default_hint = (
         "stop the other binlake process first; if it has died the lock is already free and a "
         "retry succeeds (never delete the lock file)"
@@ -246,8 +186,8 @@ class SourceError(BinlakeError):
     """The MySQL/MariaDB source refused or failed a request; ``code`` is the server's error
     number when it sent one. ``retryable``: reconnecting later may succeed."""
 
+    exit_code = 69
     default_hint = "see the source server's message above"
-    retryable: ClassVar[bool] = False
 
     code: int | None = None
     host: str | None = None
@@ -257,17 +197,18 @@ class SourceError(BinlakeError):
 class SourceUnreachableError(SourceError):
     """No connection to the source: refused, unknown host, timeout, TLS failure."""
 
+    retryable = True
     default_hint = (
         "check [source] host and port, that the server runs and listens on that interface, "
         "and firewalls between; binlake retries with backoff once the state folder has "
         "streamed from the source"
     )
-    retryable = True
 
 
 class SourceAuthError(SourceError):
     """The source rejected the login or lacks a privilege binlake needs (``user`` named)."""
 
+    exit_code = 77
     default_hint = (
         "check [source] user and its password (password_env / password_file), and that the "
         "user may connect from this host; `binlake check-source --config F` lists the grants "
@@ -281,6 +222,7 @@ class SourceConfigError(SourceError):
     """The source server is configured so binlake cannot replicate from it (binlog off, wrong
     format, no checksums, ...); ``setting`` names the variable."""
 
+    exit_code = 78
     default_hint = "run `binlake check-source --config F`: it prints the exact fix for each setting"
 
     setting: str | None = None
@@ -290,6 +232,7 @@ class SourcePositionLostError(SourceError):
     """The source cannot serve the requested position (error 1236: binlog purged, position or
     GTID not in its binlogs). ``requested`` is the position binlake asked for."""
 
+    exit_code = 66
     default_hint = (
         "the source no longer has the binlog binlake needs: re-snapshot the affected tables "
         "with `binlake snapshot --tables ...`; binlake never skips ahead"
@@ -302,11 +245,11 @@ class SourceConnectionLostError(SourceError):
     """An established connection ended: EOF, reset, or silence past twice the heartbeat period
     (``timed_out``). No partial event is ever passed on."""
 
+    retryable = True
     default_hint = (
         "the network or the source went away; binlake reconnects with backoff and resumes "
         "from the last complete transaction"
     )
-    retryable = True
 
     timed_out: bool = False
 
@@ -315,17 +258,19 @@ class SourceProtocolError(SourceError):
     """The source sent bytes that break the protocol (sequence id, framing, impossible event
     length): the connection is dropped and a new one may be tried."""
 
+    exit_code = 76
+    retryable = True
     default_hint = (
         "something between binlake and the source mangles the stream (a proxy?); binlake "
         "reconnects, and reports it again if it persists"
     )
-    retryable = True
 
 
 class SourceIdentityChangedError(SourceError):
     """The server behind [source] is not the one binlake replicated from (server_uuid, or a
     GTID history that does not contain our position); ``expected`` and ``found`` name both."""
 
+    exit_code = 65
     default_hint = (
         "[source] now points at a different server; if that is intended (failover to a replica "
         "with the same history), confirm it explicitly, else fix the host in the config"
@@ -345,6 +290,7 @@ class SparkSetupError(SparkError):
     """Spark cannot start or lacks a piece: Java, the Iceberg runtime jar, its shaded Jackson
     classes, py4j's pinned threads. ``component`` names the missing piece."""
 
+    exit_code = 69
     default_hint = "run `make spark-deps` (Java, the repaired Iceberg runtime), then retry"
 
     component: str | None = None
@@ -366,11 +312,11 @@ class SparkMasterError(SparkError):
     """The Spark master cannot be used as configured (``[spark] master`` malformed, or not a
     master); ``master`` is the URL."""
 
+    exit_code = 78
     default_hint = (
         "set [spark] master to spark://HOST:PORT of a running standalone master (several "
         "masters: spark://H1:P1,H2:P2), or local[N] for Spark inside binlake"
     )
-    retryable: ClassVar[bool] = False
 
     master: str | None = None
 
@@ -379,17 +325,19 @@ class SparkMasterUnreachableError(SparkMasterError):
     """Nothing accepts connections at the master's address, or the master never accepted the
     application (Spark gives up after three 20 s registration attempts)."""
 
+    exit_code = 69
+    retryable = True
     default_hint = (
         "start the master, or fix [spark] master (its log names the address it listens on); "
         "check that this host reaches it (firewall, DNS)"
     )
-    retryable = True
 
 
 class SparkNoExecutorsError(SparkError):
     """The application registered with the master but got no executor: no worker has the
     free cores or memory it asks for. ``app_state``, ``free_cores`` are the master's view."""
 
+    exit_code = 69
     default_hint = (
         "free cores on the cluster (another application holds them), or lower "
         "spark.cores.max / spark.executor.cores / spark.executor.memory in [spark.conf] to "
@@ -406,6 +354,7 @@ class TargetError(BinlakeError):
     """The lake target cannot be written as configured: a namespace binlake may not create
     or write, a warehouse without space. ``check`` names the check that failed."""
 
+    exit_code = 73
     default_hint = "run `binlake check-target --config F`: it prints the fix for each problem"
 
     check: str | None = None
@@ -416,7 +365,6 @@ class CatalogError(BinlakeError):
     ``uri`` its address (any password in it masked)."""
 
     default_hint = "check the [catalog] section (or the spark.sql.catalog.* keys in [spark.conf])"
-    retryable: ClassVar[bool] = False
 
     catalog: str | None = None
     uri: str | None = None
@@ -427,16 +375,18 @@ class CatalogUnreachableError(CatalogError):
     connection). Nothing was committed by the statement that failed, or, during a commit, the
     table's position tells whether it was: binlake re-reads it before applying again."""
 
+    exit_code = 69
+    retryable = True
     default_hint = (
         "check that the catalog's database runs and that [catalog] uri names its host and "
         "port; a running `binlake replicate` retries with backoff, then stops (nothing lost)"
     )
-    retryable = True
 
 
 class CatalogAuthError(CatalogError):
     """The catalog's database refused the login (user or password)."""
 
+    exit_code = 77
     default_hint = (
         "check [catalog] user and its password (password_env / password_file) against the "
         "catalog database's accounts"
@@ -447,16 +397,19 @@ class CatalogConfigError(CatalogError):
     """The catalog settings cannot work: the database in the uri does not exist, no JDBC
     driver on spark.jars for the uri."""
 
+    exit_code = 78
+
 
 class CatalogCommitUnknownError(CatalogError):
     """The catalog lost the connection during a commit: whether the commit landed is unknown
     until the table is read again. binlake never assumes either way."""
 
+    exit_code = 75
+    retryable = True
     default_hint = (
         "run binlake again: it reads each table's newest binlake snapshot and applies only "
         "what the table does not hold, whichever way the commit went"
     )
-    retryable = True
 
 
 class CommitConflictError(SparkStatementError):
@@ -465,6 +418,7 @@ class CommitConflictError(SparkStatementError):
     failed commit changed nothing. ``reason`` is Iceberg's message; ``attempts`` how many
     commits were tried when binlake gave up (``[applier] commit_retries``)."""
 
+    retryable = True
     default_hint = (
         "another writer (a maintenance job, an ALTER, a DELETE) committed to the table first; "
         "binlake re-plans and commits again, [applier] commit_retries times"
@@ -573,6 +527,7 @@ class SnapshotShapeChangedError(SnapshotError):
 class CutError(BinlakeError):
     """A consistent cut cannot be given as asked (docs/spark.md, "Reading at a cut")."""
 
+    exit_code = 66
     default_hint = "run binlake cut --config F to list what the cuts table holds"
 
     #: The ``--at`` asked for (latest, a GTID set, file:offset or a time).
@@ -596,38 +551,3 @@ class CutTableError(CutError):
     copied at it."""
 
     default_hint = "read a later cut, or leave the table out"
-
-
-#: Exit codes by branch of the tree; the first matching class wins.
-EXIT_CODES: tuple[tuple[type[BinlakeError], int], ...] = (
-    (UsageError, 64),
-    (ConfigError, 78),
-    (BinlogFormatError, 65),
-    (UnsupportedTypeError, 65),
-    (StateLockedError, 75),
-    (SourceAuthError, 77),
-    (CatalogAuthError, 77),
-    (CatalogConfigError, 78),
-    (CatalogUnreachableError, 69),
-    (CatalogCommitUnknownError, 75),
-    (SparkMasterUnreachableError, 69),
-    (SparkMasterError, 78),
-    (SparkNoExecutorsError, 69),
-    (TargetError, 73),
-    (CutError, 66),
-    (SourceConfigError, 78),
-    (SourcePositionLostError, 66),
-    (SourceIdentityChangedError, 65),
-    (SourceProtocolError, 76),
-    (SourceError, 69),
-    (SparkSetupError, 69),
-    (StorageError, 74),
-    (BinlakeError, 70),
-)
-
-
-def exit_code_for(error: BinlakeError) -> int:
-    for cls, code in EXIT_CODES:
-        if isinstance(error, cls):
-            return code
-    return 70

@@ -43,11 +43,15 @@ _TICK_S = 0.2
 OnConflict = Callable[[CommitConflictError, int, float], None]
 
 
+#: The branches this policy waits out; a retryable error of another branch (the source's, the
+#: Spark master's) is left to whoever handles that branch.
+LAKE_FAILURES = (CatalogError, CommitConflictError)
+
+
 def retryable(error: BinlakeError) -> bool:
-    """A failure that waiting may cure: a catalog outage, or another writer's commit."""
-    if isinstance(error, CommitConflictError):
-        return True
-    return isinstance(error, CatalogError) and type(error).retryable
+    """A failure of the lake that waiting may cure: a catalog outage, or another writer's
+    commit."""
+    return error.retryable and isinstance(error, LAKE_FAILURES)
 
 
 class Retry:
@@ -89,7 +93,7 @@ class Retry:
                 if not self.wait_conflict(error, conflicts):
                     return None
             except CatalogError as error:
-                if not retryable(error):
+                if not error.retryable:
                     raise
                 if not self.wait(error):
                     return None

@@ -32,7 +32,7 @@ from acceptance_testing import (
 )
 
 from binlake.config import load_config
-from binlake.errors import DiskFullError, exit_code_for
+from binlake.errors import DiskFullError
 from binlake_dev.sandbox import MariaDBSandbox
 from crash.applier_workload import ShopWorkload
 from replicate_testing import (
@@ -48,7 +48,7 @@ from replicate_testing import (
 
 pytestmark = pytest.mark.acceptance
 
-EXIT_STORAGE = exit_code_for(DiskFullError("x"))
+EXIT_STORAGE = DiskFullError.exit_code
 
 
 source = module_source("acceptance-disk-source")

@@ -34,7 +34,7 @@ from acceptance_testing import (
 )
 
 from binlake.config import load_config
-from binlake.errors import LogCorruptionError, exit_code_for
+from binlake.errors import LogCorruptionError
 from binlake.storage.index import read_index
 from binlake.storage.recovery import recover_log
 from binlake.storage.tail_scan import scan_file
@@ -57,7 +57,7 @@ from replicate_testing import (
 
 pytestmark = pytest.mark.acceptance
 
-EXIT_CORRUPTION = exit_code_for(LogCorruptionError("x"))
+EXIT_CORRUPTION = LogCorruptionError.exit_code
 #: The append that dies half written: past the relay preamble and a few whole transactions of
 #: the backlog each run starts with, long before Spark has started.
 KILL_MID_EVENT = "relay_mid_event:40"

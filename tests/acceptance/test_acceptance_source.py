@@ -27,7 +27,7 @@ from acceptance_testing import (
 )
 
 from binlake.config import load_config
-from binlake.errors import SourcePositionLostError, exit_code_for
+from binlake.errors import SourcePositionLostError
 from binlake.verify.errors import CatchUpTimeoutError
 from binlake.verify.verifier import VerifyOptions, verify_config
 from binlake_dev.sandbox import MariaDBSandbox
@@ -48,7 +48,7 @@ from tcp_proxy import TcpProxy
 pytestmark = pytest.mark.acceptance
 
 SandboxFactory = Callable[..., MariaDBSandbox]
-EXIT_POSITION_LOST = exit_code_for(SourcePositionLostError("x"))
+EXIT_POSITION_LOST = SourcePositionLostError.exit_code
 
 
 def test_a_source_that_purged_the_needed_binlog_stops_replicate_with_position_lost_skipping_nothing(

@@ -11,7 +11,7 @@ Run as a subprocess (with ``tests`` on PYTHONPATH) and usually killed by a crash
 With ``--resume`` it restarts the way a receiver does: open (which runs recovery), find the last
 complete transaction in the relay log itself (WL#4621: never from a separate file), and continue
 the stream after it. ``--fsize-limit`` sets RLIMIT_FSIZE (writes past it fail with EFBIG).
-A ``BinlakeError`` ends it like the CLI: message on stderr, exit code from ``exit_code_for``.
+A ``BinlakeError`` ends it like the CLI: message on stderr, exit code its class declares.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import signal
 import sys
 from pathlib import Path
 
-from binlake.errors import BinlakeError, exit_code_for
+from binlake.errors import BinlakeError
 from binlake.relay.writer import RelayLogWriter
 from relay_testing import gtid_seqs, source_log, split_events
 
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     except BinlakeError as error:
         print(f"error: {error}", file=sys.stderr)
         print(f"hint: {error.hint}", file=sys.stderr)
-        return exit_code_for(error)
+        return type(error).exit_code
     return 0
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from binlake.crashpoints import ENV_VAR
-from binlake.errors import BinlakeError, exit_code_for
+from binlake.errors import BinlakeError
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker
 from binlake.storage.lock import StateLock
 from binlake.storage.shadow import ShadowStateFile
@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
             return 64
     except BinlakeError as error:
         print(f"error: {error}\nhint: {error.hint}", file=sys.stderr)
-        return exit_code_for(error)
+        return type(error).exit_code
     return 0
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from driver_runs import DriverRun, assert_nothing_synced_lost, run_driver
 
-from binlake.errors import DiskFullError, RelayLogStateError, exit_code_for
+from binlake.errors import DiskFullError, RelayLogStateError
 from binlake.relay.writer import RelayLogWriter
 from binlake.storage.recovery import recover_log
 from relay_testing import check_recovered_log, gtid_seqs, source_log, split_events
 
-EXIT_STORAGE = exit_code_for(DiskFullError("x"))
+EXIT_STORAGE = DiskFullError.exit_code
 
 
 def mount_tmpfs(where: Path, size: str) -> bool:

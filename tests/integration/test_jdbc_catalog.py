@@ -24,7 +24,6 @@ from binlake.errors import (
     CatalogConfigError,
     CatalogError,
     CatalogUnreachableError,
-    exit_code_for,
 )
 from binlake.lake.catalog.jdbc import JdbcCatalogReader
 from binlake.lake.catalog.target import LakeTarget, jdbc_catalog_conf
@@ -120,7 +119,7 @@ def test_a_wrong_or_unreachable_catalog_database_is_a_typed_error_through_spark_
         text = f"{error} {error.hint} {error.fields()}"
         assert catalog_db.password not in text and "not-the-password" not in text
         assert_no_java(str(error))
-    assert exit_code_for(errors[0]) == {
+    assert errors[0].exit_code == {
         CatalogAuthError: 77, CatalogConfigError: 78, CatalogUnreachableError: 69
     }[expected]  # fmt: skip
 

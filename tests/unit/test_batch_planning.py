@@ -16,7 +16,7 @@ from binlake.binlog.names import TableName
 from binlake.binlog.rows import RowsEvent
 from binlake.binlog.transactions import EventGroup, GroupKind
 from binlake.ddl.statements import AlterTable, TruncateTable
-from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError, exit_code_for
+from binlake.errors import ApplyError, LogCorruptionError, StatementFormatError
 from binlake.position import SourcePosition, is_new_for
 from binlake.relay.reader import RelayGroup
 
@@ -104,7 +104,7 @@ def test_a_statement_format_change_to_a_replicated_table_is_refused(text: str) -
     assert caught.value.setting == "binlog_format"
     assert caught.value.file == "relay-bin.000001"
     assert "binlog_format=ROW" in caught.value.hint
-    assert exit_code_for(caught.value) == 78
+    assert caught.value.exit_code == 78
 
 
 def test_a_standalone_statement_format_change_is_refused_too() -> None:

@@ -17,7 +17,7 @@ from binlake.config import (
     describe_keys,
     load_config,
 )
-from binlake.errors import ConfigError, exit_code_for
+from binlake.errors import ConfigError
 from binlake.source.settings import connection_settings
 from binlake.storage.lock import lock_state_folder
 
@@ -113,7 +113,7 @@ def test_a_bad_value_is_a_config_error_naming_its_field(
         load(tmp_path, with_value(section, key, value))
     assert caught.value.field == field
     assert field.split(".")[1] in str(caught.value)
-    assert exit_code_for(caught.value) == 78
+    assert caught.value.exit_code == 78
 
 
 def test_reconnect_max_below_initial_is_refused(tmp_path: Path) -> None:

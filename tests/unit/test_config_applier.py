@@ -9,7 +9,7 @@ import pytest
 
 from binlake.binlog.names import TableGlob, TableName
 from binlake.config import Config, OnDrop, load_config
-from binlake.errors import ConfigError, exit_code_for
+from binlake.errors import ConfigError
 
 BASE = """
 [source]
@@ -131,7 +131,7 @@ def test_a_bad_applier_value_is_a_config_error_naming_its_field(
     with pytest.raises(ConfigError, match=message) as caught:
         load(tmp_path, text)
     assert caught.value.field == field and caught.value.hint
-    assert exit_code_for(caught.value) == 78
+    assert caught.value.exit_code == 78
 
 
 def test_awkward_names_in_globs_and_key_columns_are_pairs(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from binlake.cli.main import run
 from binlake.config import config_from_mapping
 from binlake.cuts import COPYING, Cut, TableAt, parse_at, protected_snapshots, retained, select
-from binlake.errors import ConfigError, CutNotFoundError, CutTableError, exit_code_for
+from binlake.errors import ConfigError, CutNotFoundError, CutTableError
 from binlake.position import SourcePosition
 
 HOUR = 3600
@@ -68,7 +68,7 @@ def test_a_point_before_the_oldest_retained_cut_is_cut_not_found_naming_the_olde
         select(CUTS, parse_at(at))
     assert raised.value.oldest == "mariadb-bin.000002:100"
     assert "oldest is cut 1" in str(raised.value)
-    assert exit_code_for(raised.value) == 66
+    assert raised.value.exit_code == 66
 
 
 def test_no_cut_at_all_is_cut_not_found_with_a_hint() -> None:

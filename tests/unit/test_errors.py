@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import binlake
+import binlake.errors
 from binlake.errors import (
     BinlakeError,
     RowImageError,
@@ -19,7 +20,6 @@ from binlake.errors import (
     SourcePositionLostError,
     StatementFormatError,
     UnsupportedDefaultError,
-    exit_code_for,
 )
 
 
@@ -46,10 +46,74 @@ def test_every_error_class_is_named_error_and_has_a_hint_of_its_own_branch() -> 
         assert "\n" not in cls.default_hint, f"{cls.__name__}: the hint must be one line"
 
 
-def test_every_error_maps_to_a_non_zero_exit_code() -> None:
+#: The exit code of every error class as the first-match table ``errors.EXIT_CODES`` gave it
+#: before the codes became class attributes (computed once from that table, then removed).
+EXIT_CODES_BEFORE_ISSUE_34: dict[int, tuple[str, ...]] = {
+    64: ("UsageError",),
+    65: (
+        "BinlogFormatError", "ChecksumMismatchError", "DuplicateTransactionError",
+        "InvalidEventError", "LogCorruptionError", "NotABinlogError", "OrphanEventError",
+        "SourceIdentityChangedError", "TruncatedEventError", "UnsupportedTypeError",
+        "ValueDecodeError",
+    ),
+    66: ("CutError", "CutNotFoundError", "CutTableError", "SourcePositionLostError",),
+    69: (
+        "CatalogUnreachableError", "SnapshotUnsupportedError", "SourceConnectionLostError",
+        "SourceError", "SourceUnreachableError", "SparkMasterUnreachableError",
+        "SparkNoExecutorsError", "SparkSetupError",
+    ),
+    70: (
+        "ApplyError", "BinlakeError", "CatalogError", "CatchUpTimeoutError",
+        "CommitConflictError", "IncompatibleSchemaChangeError", "SchemaEvolutionError",
+        "SnapshotError", "SnapshotShapeChangedError", "SparkError", "SparkStatementError",
+        "TableMissingInLakeError", "TableNotInSourceError", "UnsupportedDdlError",
+        "UnsupportedDefaultError", "VerifyError", "VerifyRetriesExhaustedError",
+    ),
+    73: ("TargetError",),
+    74: (
+        "CheckpointError", "CheckpointRecordError", "DiskFullError", "FileAccessError",
+        "IndexFileError", "NoIndexError", "NotAStateFileError", "RelayLogStateError",
+        "SnapshotPlanError", "StateFileCorruptError", "StateFileError",
+        "StatePayloadTooLargeError", "StorageError", "XidMismatchError",
+    ),
+    75: ("CatalogCommitUnknownError", "StateLockedError",),
+    76: ("SourceProtocolError",),
+    77: ("CatalogAuthError", "SourceAuthError",),
+    78: (
+        "CatalogConfigError", "ConfigError", "RowImageError", "SourceConfigError",
+        "SparkMasterError", "StatementFormatError",
+    ),
+}  # fmt: skip
+
+
+def test_every_error_exits_with_the_code_the_old_first_match_table_gave_it() -> None:
+    """No behaviour change: a new class must be added here, with the code its branch gives."""
+    expected = {name: code for code, names in EXIT_CODES_BEFORE_ISSUE_34.items() for name in names}
+    found = {cls.__name__: cls.exit_code for cls in all_error_classes()}
+    assert found == expected
+
+
+def test_exit_code_and_retryable_are_class_attributes_never_fields() -> None:
+    assert (BinlakeError.exit_code, BinlakeError.retryable) == (70, False)
     for cls in all_error_classes():
-        error = cls.__new__(cls)
-        assert exit_code_for(error) > 1, cls
+        assert not {"exit_code", "retryable"} & set(cls.declared_fields()), cls
+        assert isinstance(cls.exit_code, int) and cls.exit_code > 1, cls
+        assert isinstance(cls.retryable, bool), cls
+
+
+def test_only_outages_and_lost_races_are_retryable() -> None:
+    retryable = {cls.__name__ for cls in all_error_classes() if cls.retryable}
+    assert retryable == {
+        "SourceUnreachableError", "SourceConnectionLostError", "SourceProtocolError",
+        "SparkMasterUnreachableError", "CatalogUnreachableError", "CatalogCommitUnknownError",
+        "CommitConflictError",
+    }  # fmt: skip
+
+
+def test_every_error_of_the_two_tree_modules_is_importable_from_binlake_errors() -> None:
+    for cls in all_error_classes():
+        if cls.__module__ in ("binlake.errors", "binlake.binlog.errors"):
+            assert getattr(binlake.errors, cls.__name__) is cls
 
 
 def test_fields_report_the_structured_fields_of_every_level() -> None:
@@ -65,7 +129,7 @@ def test_position_lost_names_the_remedy_and_the_requested_position() -> None:
     error = SourcePositionLostError("purged", requested="mariadb-bin.000001:4")
     assert error.fields()["requested"] == "mariadb-bin.000001:4"
     assert "binlake snapshot" in error.hint
-    assert exit_code_for(error) == 66
+    assert error.exit_code == 66
 
 
 BASE_KEYWORDS = frozenset({"hint", "file", "offset", "event_type", "table"})

@@ -23,7 +23,6 @@ from binlake.errors import (
     SparkMasterUnreachableError,
     SparkNoExecutorsError,
     TargetError,
-    exit_code_for,
 )
 from binlake.lake.catalog.failures import classify_catalog_failure, classify_master_failure
 from binlake.lake.catalog.jdbc import JdbcCatalogReader, postgres_address
@@ -283,7 +282,7 @@ def test_the_new_errors_exit_codes() -> None:
         SparkNoExecutorsError: 69, TargetError: 73,
     }  # fmt: skip
     for cls, code in expected.items():
-        assert exit_code_for(cls("x")) == code, cls
+        assert cls.exit_code == code, cls
 
 
 # ---- the direct reader -----------------------------------------------------------------------

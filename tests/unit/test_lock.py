@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from binlake.errors import FileAccessError, StateLockedError, exit_code_for
+from binlake.errors import FileAccessError, StateLockedError
 from binlake.storage.lock import LockHolder, StateLock, read_holder
 
 
@@ -33,7 +33,7 @@ def test_a_second_acquire_refuses_naming_the_holder(tmp_path: Path) -> None:
     assert f"stop process {os.getpid()}" in error.hint
     assert error.fields()["holder_pid"] == os.getpid()
     assert error.file == str(tmp_path / "lock")
-    assert exit_code_for(error) == 75
+    assert error.exit_code == 75
 
 
 def test_a_refused_acquire_leaves_the_holders_details_intact(tmp_path: Path) -> None:

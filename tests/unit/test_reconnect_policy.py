@@ -13,7 +13,6 @@ from binlake.errors import (
     SourceConnectionLostError,
     SourceError,
     SourceUnreachableError,
-    exit_code_for,
 )
 from binlake.source.reconnect import ReconnectPolicy, SourceWaitAbandoned, retrying
 
@@ -66,7 +65,7 @@ def test_after_max_attempts_it_gives_up_with_a_typed_error_and_a_hint() -> None:
     error = caught.value
     assert "gave up after 3 attempts to reconnect" in error.message
     assert "run the command again" in error.hint
-    assert (error.host, error.port) == ("h", 1) and exit_code_for(error) == 69
+    assert (error.host, error.port) == ("h", 1) and error.exit_code == 69
     assert flaky.calls == 4
 
 

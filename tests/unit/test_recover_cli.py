@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from binlake.cli.main import run
-from binlake.errors import LogCorruptionError, exit_code_for
+from binlake.errors import LogCorruptionError
 from relay_testing import crash_leftover, folder_hashes, source_log, split_events, write_relay
 
 
@@ -53,7 +53,7 @@ def test_refusal_prints_error_and_hint_and_exits_non_zero(
     before = folder_hashes(tmp_path)
     code = run(["binlog", "recover", str(tmp_path)])
     err = capsys.readouterr().err
-    assert code == exit_code_for(LogCorruptionError("x")) == 65
+    assert code == LogCorruptionError.exit_code == 65
     assert err.startswith("error: relay-bin.000001, offset ")
     assert "hint: " in err and "Traceback" not in err
     assert folder_hashes(tmp_path) == before

@@ -20,7 +20,6 @@ from binlake.errors import (
     CatalogUnreachableError,
     CommitConflictError,
     SparkStatementError,
-    exit_code_for,
 )
 from binlake.lake.catalog.metadata import RETRIES, with_retries
 from binlake.lake.spark.errors import classify_spark_failure, commit_conflict
@@ -65,7 +64,7 @@ def test_another_writers_commit_is_a_conflict_with_icebergs_reason(text: str, re
     error = classify_spark_failure(text, "MERGE INTO lake.bench.t t USING v s ON ...", "bench.t")
     assert isinstance(error, CommitConflictError)
     assert error.reason is not None and error.reason.startswith(reason)
-    assert error.table == "bench.t" and exit_code_for(error) == 70
+    assert error.table == "bench.t" and error.exit_code == 70
 
 
 @pytest.mark.parametrize(
@@ -212,7 +211,7 @@ def test_after_the_bound_the_conflict_is_a_typed_error_with_a_hint() -> None:
     error = caught.value
     assert error.attempts == 3 and "gave up after 3 commits" in error.message
     assert "commit_retries" in error.hint and error.table == "bench.t"
-    assert exit_code_for(error) == 70 and table.reloads == 2
+    assert error.exit_code == 70 and table.reloads == 2
 
 
 def test_no_retries_means_the_first_conflict_is_raised() -> None:

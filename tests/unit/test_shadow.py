@@ -15,7 +15,6 @@ from binlake.errors import (
     StateFileError,
     StatePayloadTooLargeError,
     XidMismatchError,
-    exit_code_for,
 )
 from binlake.storage.durable import FSYNC_COUNTS
 from binlake.storage.shadow import (
@@ -277,7 +276,7 @@ def test_a_foreign_file_is_a_typed_error_with_a_hint(tmp_path: Path, content: by
         ShadowStateFile.open(path)
     assert caught.value.file == str(path)
     assert caught.value.hint
-    assert exit_code_for(caught.value) == 74
+    assert caught.value.exit_code == 74
     assert path.read_bytes() == content  # untouched
 
 

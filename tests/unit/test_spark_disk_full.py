@@ -3,7 +3,7 @@ text and cause chain, without starting Spark."""
 
 from __future__ import annotations
 
-from binlake.errors import DiskFullError, SparkStatementError, exit_code_for
+from binlake.errors import DiskFullError, SparkStatementError
 from binlake.lake.spark.conf import configured_warehouse, session_warehouse
 from binlake.lake.spark.errors import DISK_FULL_MARKS, classify_spark_failure, spark_error
 
@@ -53,7 +53,7 @@ def test_a_no_space_left_on_device_cause_becomes_disk_full() -> None:
         TASK_WRITE, "MERGE INTO lake.db.t USING v", "db.t", warehouse="/lake/warehouse"
     )
     assert isinstance(error, DiskFullError)
-    assert exit_code_for(error) == 74
+    assert error.exit_code == 74
     assert (error.file, error.table) == ("/lake/warehouse", "db.t")
     assert "disk full" in str(error) and "No space left on device" in str(error)
     assert "free space on the warehouse's disk" in error.hint and "\n" not in error.hint

@@ -25,6 +25,12 @@ class BinlakeError(Exception):
     """
 
     default_hint: ClassVar[str] = "see the message above"
+    #: The CLI's exit status for the error (sysexits.h; 70: EX_SOFTWARE). A class whose branch
+    #: exits differently declares its own; its subclasses inherit it unless they declare theirs.
+    exit_code: ClassVar[int] = 70
+    #: Whether waiting and trying again may cure it (a lost connection, a catalog outage); the
+    #: caller decides whether it waits, for the branches it handles.
+    retryable: ClassVar[bool] = False
     #: The structured fields the class itself declares (set from its annotations).
     extra_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -112,6 +118,7 @@ def _is_class_var(annotation: object) -> bool:
 class BinlogFormatError(BinlakeError):
     """Bytes that are not a valid binlog: a reader must stop here, never skip."""
 
+    exit_code = 65
     default_hint = "the file is damaged or not a binlog; `binlake binlog verify FILE` shows where"
 
 
@@ -152,6 +159,7 @@ class ChecksumMismatchError(BinlogFormatError):
 class UnsupportedTypeError(BinlakeError):
     """A column type or event feature binlake cannot represent exactly."""
 
+    exit_code = 65
     default_hint = "this column type is not supported; exclude the table in [tables] exclude"
 
 

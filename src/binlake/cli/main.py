@@ -25,7 +25,7 @@ from binlake.cli import (
     status_cmd,
     verify_cmd,
 )
-from binlake.errors import BinlakeError, exit_code_for
+from binlake.errors import BinlakeError
 
 Handler = Callable[[argparse.Namespace], int]
 EXIT_INTERNAL = 70
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 def report_error(error: BinlakeError) -> int:
     print(f"error: {error}", file=sys.stderr)
     print(f"hint: {error.hint}", file=sys.stderr)
-    return exit_code_for(error)
+    return type(error).exit_code
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from binlake.binlog.names import TableName
 from binlake.cli.tables_option import parse_tables_option
 from binlake.config import load_config
-from binlake.errors import UsageError, exit_code_for
+from binlake.errors import UsageError
 
 if TYPE_CHECKING:
     from binlake.verify.verifier import TableResult, VerifyReport
@@ -100,7 +100,7 @@ def _progress(message: str) -> None:
 def verdict(report: VerifyReport) -> int:
     errors = [r.error for r in report.results if r.error is not None]
     if errors:
-        return exit_code_for(errors[0])
+        return type(errors[0]).exit_code
     return 0 if report.ok else EXIT_DIFFERENT
 
 

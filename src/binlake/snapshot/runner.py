@@ -34,8 +34,6 @@ from binlake.console import Console, reconnect_notice
 from binlake.crashpoints import crash_point
 from binlake.errors import (
     BinlakeError,
-    CatalogError,
-    CommitConflictError,
     SnapshotError,
     SourceConnectionLostError,
     SourceUnreachableError,
@@ -44,6 +42,7 @@ from binlake.lake.catalog.target import LakeTarget
 from binlake.lake.spark.session import SparkSession
 from binlake.lake.tables.lake import Lake
 from binlake.position import SourcePosition
+from binlake.retry import retryable
 from binlake.snapshot.chunk_task import chunk_source
 from binlake.snapshot.copier import CopyProgressSink, TableCopier, TableCopy
 from binlake.snapshot.source_reads import SourceReads
@@ -68,11 +67,7 @@ def waits_out(error: BinlakeError, *, lake: bool) -> bool:
     exits with those (its plan makes the next run resume)."""
     if isinstance(error, RETRYABLE):
         return True
-    if not lake:
-        return False
-    if isinstance(error, CommitConflictError):
-        return True
-    return isinstance(error, CatalogError) and type(error).retryable
+    return lake and retryable(error)
 
 
 class SnapshotRunner:
