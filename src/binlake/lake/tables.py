@@ -44,6 +44,7 @@ from binlake.ddl.statements import AlterTable, ColumnDefinition, DdlStatement
 from binlake.ddl.types import charset_unsure, lake_column_of
 from binlake.errors import SparkStatementError, UnsupportedDefaultError
 from binlake.lake.backfill import (
+    AlterColumns,
     Assignment,
     PendingAlter,
     backfill_statement,
@@ -383,9 +384,8 @@ class Lake:
                 backfill_values,
                 statement,
                 context,
-                before=before.columns,
-                after=table.schema,
-                clock=context.clock(self.source_hints),
+                AlterColumns(before.columns, table.schema),
+                context.clock(self.source_hints),
             ),
         )
         crash_point("apply_before_backfill")
@@ -407,10 +407,8 @@ class Lake:
                     backfill_values,
                     pending.statement,
                     pending.context,
-                    before=columns,
-                    after=table.schema,
-                    clock=pending.context.clock(self.source_hints),
-                    final_name=final_names(later),
+                    AlterColumns(columns, table.schema, final_names(later)),
+                    pending.context.clock(self.source_hints),
                 ),
             )
             columns = columns_after(columns, pending.statement, table.schema)
