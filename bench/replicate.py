@@ -71,7 +71,7 @@ from _scale import (
     random_updates,
     reference_mixed,
 )
-from binlake.apply.applier import ApplyResult
+from binlake.apply.progress import ApplyResult
 from binlake.apply.replicate import Replicator
 from binlake.config import load_config
 from binlake.console import Console

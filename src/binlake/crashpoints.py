@@ -49,7 +49,7 @@ POINTS: dict[str, str] = {
     "receiver_before_source_rotate": "receiver: the source's ROTATE appended, relay file not yet "
     "rotated",
     "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
-    # applier (apply/applier.py, lake/tables/lake.py, lake/write/keyed.py)
+    # applier (apply/batch_apply.py, apply/purge.py, lake/tables/lake.py, lake/write/keyed.py)
     "apply_before_commit": "applier: batch built, no table committed yet",
     "apply_before_delta_commit": "applier: a table's row-delta files (new rows, equality "
     "deletes; or a change log's appended rows) stored in the warehouse, their commit not yet "

@@ -14,7 +14,7 @@ but which one is known only from the table:
   the table's new metadata; after ``[applier] commit_retries`` conflicts in a row the conflict
   is raised (``CommitConflictError`` with ``attempts``).
 
-``Retry.run(work, reload)`` is the loop, for a batch (``Applier._apply``); the snapshot copies
+``Retry.run(work, reload)`` is the loop, for a batch (``apply.lake_writes``); the snapshot copies
 replicate runs in their own thread follow the same rule (``binlake.snapshot.runner``,
 ``waits_out``: they resume from their committed chunks after the backoff). One backoff (the
 ``[receiver] reconnect_*`` policy), then ``reload()`` (``Lake.reload``: the one place positions

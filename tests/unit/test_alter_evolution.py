@@ -25,6 +25,7 @@ from binlake.lake.schema.alterations import (
     WidenColumnType,
 )
 from binlake.lake.schema.backfill import (
+    AlterColumns,
     backfill_statement,
     backfill_values,
     columns_after,
@@ -226,7 +227,7 @@ def test_backfill_values_are_the_added_columns_defaults_in_the_evolved_schema() 
             ("d", (T.TIMESTAMP2, 6, False, None)),
         )
     )
-    values = backfill_values(statement, CONTEXT, before=before.columns, after=after)
+    values = backfill_values(statement, CONTEXT, AlterColumns(before.columns, after))
     assert [(c.name, v) for c, v in values] == [
         ("a", 7),
         ("d", dt.datetime(2026, 11, 21, 21, 25, 18, 233733, tzinfo=dt.UTC)),
@@ -242,11 +243,31 @@ def test_add_if_not_exists_of_a_column_the_lake_has_is_refused_when_rows_would_n
 ):
     before = lake_schema(BEFORE)
     quiet = alter("ALTER TABLE orders ADD COLUMN IF NOT EXISTS qty INT")
-    assert backfill_values(quiet, CONTEXT, before=before.columns, after=before) == []
+    assert backfill_values(quiet, CONTEXT, AlterColumns(before.columns, before)) == []
     valued = alter("ALTER TABLE orders ADD COLUMN IF NOT EXISTS qty INT DEFAULT 3")
     with pytest.raises(UnsupportedDefaultError, match="cannot tell") as caught:
-        backfill_values(valued, CONTEXT, before=before.columns, after=before)
+        backfill_values(valued, CONTEXT, AlterColumns(before.columns, before))
     assert caught.value.column == "qty"
+
+
+def test_with_explicit_defaults_off_only_the_tables_first_timestamp_gets_the_statement_time() -> (
+    None
+):
+    legacy = StatementContext(
+        StatementTime(1795296318, 233733, "+00:00"), explicit_timestamps=False
+    )
+    stamp: Spec = (T.TIMESTAMP2, 0, False, None)
+    before = lake_schema(BEFORE)
+    with_a = lake_schema(orders_map(ID, ("name", VARCHAR), ("qty", INT), ("a", stamp)))
+    after = lake_schema(orders_map(ID, ("name", VARCHAR), ("qty", INT), ("a", stamp), ("b", stamp)))
+    both = alter("ALTER TABLE orders ADD a TIMESTAMP, ADD b TIMESTAMP")
+    values = backfill_values(both, legacy, AlterColumns(before.columns, after))
+    assert [c.name for c, _value in values] == ["a"]  # b: the zero date, null in the lake
+    later = alter("ALTER TABLE orders ADD b TIMESTAMP")
+    assert backfill_values(later, legacy, AlterColumns(with_a.columns, after)) == []
+    placed = alter("ALTER TABLE orders ADD b TIMESTAMP FIRST")  # first in the table, not in time
+    with pytest.raises(UnsupportedDefaultError, match="first TIMESTAMP"):
+        backfill_values(placed, legacy, AlterColumns(with_a.columns, after))
 
 
 def test_a_backfill_evolved_with_later_alters_follows_their_renames_and_drops() -> None:

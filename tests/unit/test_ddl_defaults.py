@@ -11,7 +11,7 @@ import pytest
 
 from binlake.binlog.events import QueryEvent
 from binlake.binlog.query_status import QueryStatus
-from binlake.ddl.defaults import StatementContext, existing_rows_value
+from binlake.ddl.defaults import StatementContext, TimestampRank, existing_rows_value
 from binlake.ddl.parse import AddColumnClause, AlterTable, parse_ddl
 from binlake.ddl.temporal import MODE_TIME_ROUND_FRACTIONAL, StatementTime
 from binlake.ddl.types import lake_column_of
@@ -53,7 +53,7 @@ def value(
     definition_sql: str,
     context: StatementContext = CONTEXT,
     clock: FakeClock | None = None,
-    first_timestamp: bool | None = True,
+    timestamp_rank: TimestampRank = TimestampRank.FIRST,
 ) -> object:
     """The value existing rows get from ``ADD <definition_sql>``."""
     definition = added(definition_sql).column
@@ -66,7 +66,7 @@ def value(
         column,
         context,
         clock,
-        first_timestamp=first_timestamp,
+        timestamp_rank=timestamp_rank,
         table="db.t",
         statement=f"ALTER TABLE t ADD {definition_sql}",
     )
@@ -267,12 +267,12 @@ def test_not_null_without_default_gets_mariadbs_implicit_default(
 
 def test_with_explicit_defaults_off_the_first_timestamp_column_gets_the_statement_time() -> None:
     legacy = StatementContext(TIME, explicit_timestamps=False)
-    first = value("ts TIMESTAMP", legacy, first_timestamp=True)
+    first = value("ts TIMESTAMP", legacy, timestamp_rank=TimestampRank.FIRST)
     assert first == dt.datetime(2026, 11, 21, 21, 25, 18, tzinfo=dt.UTC)
-    assert value("ts TIMESTAMP", legacy, first_timestamp=False) is None  # the zero date
-    assert value("ts TIMESTAMP NULL", legacy, first_timestamp=True) is None
+    assert value("ts TIMESTAMP", legacy, timestamp_rank=TimestampRank.LATER) is None  # zero date
+    assert value("ts TIMESTAMP NULL", legacy, timestamp_rank=TimestampRank.FIRST) is None
     with pytest.raises(UnsupportedDefaultError, match="first TIMESTAMP"):
-        value("ts TIMESTAMP", legacy, first_timestamp=None)
+        value("ts TIMESTAMP", legacy, timestamp_rank=TimestampRank.UNKNOWN)
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from binlake.apply.applier import Applier, ApplyResult
+from binlake.apply.applier import Applier, build_applier
+from binlake.apply.progress import ApplyResult
 from binlake.config import Config
 from binlake.console import Console, ReceiverProgress
 from binlake.lake.catalog.target import LakeTarget, lake_target
@@ -125,7 +126,7 @@ class Replicator:
                 state = self.relay.wait_past(None, 0.5)
             if state.durable is None and state.error is not None:
                 raise state.error
-            applier = self._applier = Applier(
+            applier = self._applier = build_applier(
                 self.config,
                 spark,
                 self.relay,

@@ -34,6 +34,7 @@ import re
 import struct
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from enum import Enum
 
 from binlake.binlog.encodings.charsets import charset_of, decode_text
 from binlake.binlog.encodings.mariadb_types import (
@@ -73,7 +74,7 @@ from binlake.ddl.types import TypeText, declared_length
 from binlake.errors import UnsupportedDefaultError
 from binlake.typemap import IcebergType, LakeColumn
 
-__all__ = ["StatementContext", "existing_rows_value", "is_timestamp"]
+__all__ = ["StatementContext", "TimestampRank", "existing_rows_value", "is_timestamp"]
 
 MODE_EMPTY_STRING_IS_NULL = 1 << 32
 #: ``flags2`` bit of MariaDB's ``OPTION_EXPLICIT_DEF_TIMESTAMP``.
@@ -164,21 +165,33 @@ def is_timestamp(column: LakeColumn) -> bool:
     return column.source_type.split("(")[0] == "TIMESTAMP"
 
 
+class TimestampRank(Enum):
+    """Whether an added TIMESTAMP column is its table's first one: with
+    ``explicit_defaults_for_timestamp=OFF`` MariaDB gives the first ``DEFAULT
+    CURRENT_TIMESTAMP`` and the others the zero date."""
+
+    FIRST = "first"
+    LATER = "later"
+    #: Cannot be told (the column placed with FIRST or AFTER among other TIMESTAMP columns):
+    #: refused where it matters.
+    UNKNOWN = "unknown"
+
+
 def existing_rows_value(
     definition: ColumnDefinition,
     column: LakeColumn,
     context: StatementContext,
     clock: SourceClock | None = None,
     *,
-    first_timestamp: bool | None = None,
+    timestamp_rank: TimestampRank = TimestampRank.UNKNOWN,
     table: str,
     statement: str,
 ) -> object | None:
     """The value the rows ``table`` had got in the column ``definition`` added (``column``: the
-    Iceberg column it is), None for NULL. ``first_timestamp``: whether it is the table's first
-    TIMESTAMP column (None: cannot be told); matters only with explicit defaults OFF."""
+    Iceberg column it is), None for NULL. ``timestamp_rank``: whether it is the table's first
+    TIMESTAMP column; matters only with explicit defaults OFF."""
     try:
-        literal = _default_literal(definition, column, context, first_timestamp)
+        literal = _default_literal(definition, column, context, timestamp_rank)
         if literal is None:
             return None
         value = _convert(literal, definition, column, context, clock)
@@ -201,7 +214,7 @@ def _default_literal(
     definition: ColumnDefinition,
     column: LakeColumn,
     context: StatementContext,
-    first_timestamp: bool | None,
+    timestamp_rank: TimestampRank,
 ) -> Literal | _Implicit | None:
     if definition.generated:
         raise _RefusedError("a generated column: the source computed each row's value")
@@ -217,12 +230,13 @@ def _default_literal(
             )
         return None if isinstance(literal, NullLiteral) else literal
     if is_timestamp(column) and not context.explicit_timestamps and not definition.explicit_null:
-        if first_timestamp is None:
+        if timestamp_rank is TimestampRank.UNKNOWN:
             raise _RefusedError(
                 "with explicit_defaults_for_timestamp=OFF the table's first TIMESTAMP column "
                 "gets DEFAULT CURRENT_TIMESTAMP, and binlake cannot tell whether this one is"
             )
-        return CurrentTime("DATETIME") if first_timestamp else None  # else the zero date
+        first = timestamp_rank is TimestampRank.FIRST
+        return CurrentTime("DATETIME") if first else None  # else the zero date
     return None if definition.nullable else _Implicit()
 
 

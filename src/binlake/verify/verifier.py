@@ -122,6 +122,7 @@ class Verifier:
 
     def __init__(
         self,
+        *,
         spark: Callable[[], SparkSession],
         target: LakeTarget,
         settings: ConnectionSettings,
@@ -468,6 +469,54 @@ def _lake_rows(
             yield values, (str(row[width]) if changelog else None)
 
 
+class LakeReads:
+    """What ``verify_config`` reads of the lake: the Spark session (``spark``: the one given,
+    else one started at the first call and stopped by ``close``) and the tables' lineages
+    (``lineage``: from the embedded warehouse's metadata files, the JDBC catalog's tables, or
+    else through Spark)."""
+
+    def __init__(self, target: LakeTarget, given: SparkSession | None = None) -> None:
+        self.target = target
+        self.given = given
+        self.started: SparkSession | None = None
+        self.catalog = JdbcCatalogReader.for_target(target)
+
+    def spark(self) -> SparkSession:
+        if self.given is not None:
+            return self.given
+        if self.started is None:
+            self.started = build_session(spark_settings(self.target, "binlake-verify"))
+        return self.started
+
+    def lineage(self, identifier: tuple[str, ...]) -> LakeLineage | None:
+        target = self.target
+        if target.embedded:
+            return read_table(target.warehouse, identifier, target.catalog)
+        if self.catalog is not None:
+            return self.catalog.table(identifier)
+        from binlake.lake.spark.lineage import spark_table_lineage, target_table_exists
+
+        if not target_table_exists(self.spark(), target, identifier):
+            return None
+        return spark_table_lineage(self.spark(), target, identifier)
+
+    def lineage_at_cut(self, config: Config, at: str, progress: Progress | None) -> Lineage:
+        """``--cut AT``: each table's lineage up to the snapshot the cut names."""
+        from binlake.lake.cuts.read import cut_at
+        from binlake.verify.at_cut import lineage_at_cut
+
+        cut = cut_at(self.spark(), config, at)
+        if progress is not None:
+            progress(f"cut {cut.cut_id} at {cut.position}")
+        return lineage_at_cut(self.lineage, self.target, cut)
+
+    def close(self) -> None:
+        if self.catalog is not None:
+            self.catalog.close()
+        if self.started is not None:
+            stop_session(self.started)
+
+
 def verify_config(
     config: Config,
     options: VerifyOptions,
@@ -479,51 +528,24 @@ def verify_config(
     """Verify the tables ``config`` replicates. Spark starts only when a table is read, unless
     a running ``spark_session`` is given (it is then left running)."""
     target = target if target is not None else lake_target(config)
-    given = [spark_session] if spark_session is not None else []
-    started: list[SparkSession] = []
-
-    def spark() -> SparkSession:
-        if given:
-            return given[0]
-        if not started:
-            started.append(build_session(spark_settings(target, "binlake-verify")))
-        return started[0]
-
-    reader = JdbcCatalogReader.for_target(target)
-
-    def lineage(identifier: tuple[str, ...]) -> LakeLineage | None:
-        if target.embedded:
-            return read_table(target.warehouse, identifier, target.catalog)
-        if reader is not None:
-            return reader.table(identifier)
-        from binlake.lake.spark.lineage import spark_table_lineage, target_table_exists
-
-        if not target_table_exists(spark(), target, identifier):
-            return None
-        return spark_table_lineage(spark(), target, identifier)
-
+    lake = LakeReads(target, spark_session)
+    read: Lineage = lake.lineage
     if options.cut is not None:
-        from binlake.lake.cuts.read import cut_at
-        from binlake.verify.at_cut import lineage_at_cut
-
-        cut = cut_at(spark(), config, options.cut)
-        if progress is not None:
-            progress(f"cut {cut.cut_id} at {cut.position}")
-        read: Lineage = lineage_at_cut(lineage, target, cut)
-    else:
-        read = lineage
-    settings = connection_settings(config.source)
-    policy = ReconnectPolicy.from_config(config.receiver, give_up_s=options.timeout_s)
+        read = lake.lineage_at_cut(config, options.cut, progress)
     verifier = Verifier(
-        spark, target, settings, config.state.relay_dir, read, options, progress, policy
+        spark=lake.spark,
+        target=target,
+        settings=connection_settings(config.source),
+        relay_dir=config.state.relay_dir,
+        lineage=read,
+        options=options,
+        progress=progress,
+        policy=ReconnectPolicy.from_config(config.receiver, give_up_s=options.timeout_s),
     )
     try:
         return verifier.run()
     finally:
-        if reader is not None:
-            reader.close()
-        for session in started:
-            stop_session(session)
+        lake.close()
 
 
 def _reconnect_notice(progress: Progress, address: str) -> Callable[[SourceError, float], None]:

@@ -30,7 +30,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from binlake.ddl.defaults import StatementContext, existing_rows_value, is_timestamp
+from binlake.ddl.defaults import (
+    StatementContext,
+    TimestampRank,
+    existing_rows_value,
+    is_timestamp,
+)
 from binlake.ddl.statements import (
     AddColumnClause,
     AlterTable,
@@ -46,6 +51,7 @@ from binlake.position import SourcePosition
 from binlake.typemap import IcebergType, LakeColumn, LakeSchema
 
 __all__ = [
+    "AlterColumns",
     "Assignment",
     "PendingAlter",
     "backfill_statement",
@@ -74,50 +80,72 @@ def _fold(name: str) -> str:
     return name.casefold()
 
 
+def _same_name(name: str) -> str | None:
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class AlterColumns:
+    """A table's columns around one ALTER, as its backfill reads them."""
+
+    #: The columns the table had before the statement (as far as the lake tells).
+    before: Sequence[LakeColumn]
+    #: The Iceberg schema with the columns the statement adds.
+    after: LakeSchema
+    #: A column's name in ``after``; None: dropped since, by a later statement evolved together
+    #: with this one (``final_names``).
+    final_name: Callable[[str], str | None] = _same_name
+
+
 def backfill_values(
     statement: AlterTable,
     context: StatementContext,
-    *,
-    before: Iterable[LakeColumn],
-    after: LakeSchema,
+    columns: AlterColumns,
     clock: SourceClock | None = None,
-    final_name: Callable[[str], str | None] = lambda name: name,
 ) -> list[Assignment]:
-    """What the rows the table had get in the columns ``statement`` adds. ``before``: the
-    columns the table had before the statement (as far as the lake tells); ``after``: the
-    Iceberg schema with the columns; ``final_name``: a column's name in ``after`` (None: dropped
-    since, by a later statement evolved together with this one)."""
+    """What the rows the table had get in the columns ``statement`` adds; ``clock``: the
+    source's time zone conversions (``StatementContext.clock``), for ``SYSTEM`` and named
+    zones."""
     table = str(statement.table)
     dropped = {_fold(c.name) for c in statement.clauses if isinstance(c, DropColumnClause)}
-    existing = {_fold(c.name): c for c in before if _fold(c.name) not in dropped}
+    existing = {_fold(c.name): c for c in columns.before if _fold(c.name) not in dropped}
     timestamps = sum(1 for c in existing.values() if is_timestamp(c))
     out: list[Assignment] = []
     for clause in statement.clauses:
         if not isinstance(clause, AddColumnClause):
             continue
         definition = clause.column
-        name = final_name(definition.name)
-        column = _column(after, name) if name is not None else None
+        name = columns.final_name(definition.name)
+        column = _column(columns.after, name) if name is not None else None
         if column is None:
             continue  # dropped by a later statement: nothing of it is left to fill
-        others = timestamps - (1 if _fold(definition.name) in existing else 0)
-        first = None if definition.position and others else others == 0
+        known = _fold(definition.name) in existing
+        others = timestamps - (1 if known else 0)
         value = existing_rows_value(
             definition,
             column,
             context,
             clock,
-            first_timestamp=first,
+            timestamp_rank=_timestamp_rank(placed=bool(definition.position), others=others),
             table=table,
             statement=statement.text,
         )
-        timestamps += 1 if is_timestamp(column) and _fold(definition.name) not in existing else 0
-        if clause.if_not_exists and _fold(definition.name) in existing:
+        timestamps += 1 if is_timestamp(column) and not known else 0
+        if clause.if_not_exists and known:
             _ambiguous(value, definition.name, statement)
             continue
         if value is not None:
             out.append((column, value))
     return out
+
+
+def _timestamp_rank(*, placed: bool, others: int) -> TimestampRank:
+    """An added column's rank among the table's TIMESTAMP columns (``others``: how many the
+    table has besides it): first when there is none; not told when the statement placed it
+    (FIRST, AFTER) among them."""
+    if placed and others:
+        return TimestampRank.UNKNOWN
+    return TimestampRank.FIRST if others == 0 else TimestampRank.LATER
 
 
 def _ambiguous(value: object, name: str, statement: AlterTable) -> None:

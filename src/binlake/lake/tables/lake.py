@@ -48,6 +48,7 @@ from binlake.lake.catalog.summary import BATCH, POSITION
 from binlake.lake.catalog.target import LakeTarget
 from binlake.lake.catalog.write_path import Write, WritePath
 from binlake.lake.schema.backfill import (
+    AlterColumns,
     Assignment,
     PendingAlter,
     backfill_statement,
@@ -381,9 +382,8 @@ class Lake:
                 backfill_values,
                 statement,
                 context,
-                before=before.columns,
-                after=table.schema,
-                clock=context.clock(self.source_hints),
+                AlterColumns(before.columns, table.schema),
+                context.clock(self.source_hints),
             ),
         )
         crash_point("apply_before_backfill")
@@ -405,10 +405,8 @@ class Lake:
                     backfill_values,
                     pending.statement,
                     pending.context,
-                    before=columns,
-                    after=table.schema,
-                    clock=pending.context.clock(self.source_hints),
-                    final_name=final_names(later),
+                    AlterColumns(columns, table.schema, final_names(later)),
+                    pending.context.clock(self.source_hints),
                 ),
             )
             columns = columns_after(columns, pending.statement, table.schema)
