@@ -28,14 +28,15 @@ from binlake.storage.lock import StateLock
 from binlake_dev.powercut import PowerCutMount, unavailable_reason
 from binlake_dev.powercut.mount import mounted
 
+UNAVAILABLE = unavailable_reason()
+pytestmark = pytest.mark.skipif(
+    UNAVAILABLE is not None, reason=f"the power-cut file system cannot run here: {UNAVAILABLE}"
+)
 _folders = itertools.count()
 
 
 @pytest.fixture(scope="module")
 def fs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PowerCutMount]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"the power-cut file system cannot run here: {reason}")
     base = tmp_path_factory.mktemp("powercut")
     (base / "backing").mkdir()
     with PowerCutMount(base / "backing", base / "mnt") as mount:
