@@ -5,6 +5,7 @@ kept, entries undone unless their directory was fsynced, and torn tails on a bou
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,6 +154,13 @@ def test_an_unlinked_file_is_deleted_for_good_once_its_directory_is_fsynced(
 def test_an_undone_mkdir_takes_its_synced_content_with_it(disk: PowerCutDisk) -> None:
     disk.mkdir("/warehouse", 0o755)
     put(disk, "/warehouse/data.parquet", b"rows")  # fsynced, and so is its directory
+    disk.cut()
+    assert names(disk) == []
+
+
+def test_a_special_file_is_an_entry_like_any_other(disk: PowerCutDisk) -> None:
+    disk.mknod("/fifo", stat.S_IFIFO | 0o600, 0)
+    assert names(disk) == ["fifo"]
     disk.cut()
     assert names(disk) == []
 

@@ -14,6 +14,7 @@ import itertools
 import mmap
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -253,6 +254,16 @@ def test_times_are_set_as_asked(folder: Path) -> None:
     subprocess.run(["touch", "-m", str(folder / "file")], check=True)  # UTIME_OMIT, UTIME_NOW
     found = os.stat(folder / "file")
     assert found.st_atime_ns == 1_000_000_000 and found.st_mtime_ns > 2_000_000_000
+
+
+def test_a_unix_socket_binds_and_connects_on_the_mount(folder: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as server, socket.socket(socket.AF_UNIX) as client:
+        server.bind(str(folder / "server.sock"))  # mknod of a socket node (mariadbd's socket)
+        server.listen(1)
+        client.connect(str(folder / "server.sock"))
+        with server.accept()[0] as accepted:
+            client.sendall(b"ping")
+            assert accepted.recv(4) == b"ping"
 
 
 def test_statvfs_reports_the_backing_file_system(fs: PowerCutMount) -> None:

@@ -14,7 +14,7 @@ newest unsynced write that ends on a multiple of the tear size.
 What is not: writes that reached the disk before the power went (a cut keeps nothing unsynced,
 the tear aside), reordering of writes, a disk's own write cache that loses synced data, a
 journaling file system that makes every earlier metadata change durable at any fsync, inode
-metadata (mode, owner, times), hard links and special files.
+metadata (mode, owner, times), and hard links.
 
 How (``fuseops``, ``daemon``, ``mount``): libfuse 3 through the ``mfusepy`` binding, in a
 daemon process of its own, controlled over a Unix socket (``control``); the kernel keeps locks

@@ -23,9 +23,11 @@ The rules (POSIX's promises, read strictly):
 
 Not modelled: a cut that keeps some unsynced changes and loses others (writes that reached
 the disk before the power went, in any order): a cut loses everything unsynced, the tear
-aside; inode metadata (mode, owner, times) is not reverted; hard links and special files
-(mknod) are not supported. The backing folder is never fsynced: durability here is the
-model's, not the machine's (which does not lose power), so fsync costs no disk flush.
+aside; reordering of synced writes, or a disk's write cache that loses them; inode metadata
+(mode, owner, times) is not reverted; hard links are not supported (special files, such as a
+server's Unix socket, are entries like any other). The backing folder is never fsynced:
+durability here is the model's, not the machine's (which does not lose power), so fsync
+costs no disk flush.
 """
 
 from __future__ import annotations
@@ -157,6 +159,11 @@ class PowerCutDisk:
 
     def mkdir(self, path: str, mode: int) -> None:
         os.mkdir(self.backing(path), mode)
+        self._entries.created(self.backing(path))
+
+    def mknod(self, path: str, mode: int, device: int) -> None:
+        """A special file: a FIFO, or the node of a Unix socket being bound."""
+        os.mknod(self.backing(path), mode, device)
         self._entries.created(self.backing(path))
 
     def symlink(self, path: str, target: str) -> None:

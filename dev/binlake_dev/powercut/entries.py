@@ -26,7 +26,8 @@ import errno
 import os
 import shutil
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NoReturn
 
 
 class Graveyard:
@@ -108,18 +109,19 @@ class EntryOp:
     to_dir: int = 0
     to_name: str = ""
     grave: str | None = None
-    durable: bool = field(default=False, compare=False)
+    durable: bool = False
 
 
 @dataclass
 class Undone:
-    """What a cut did to the directories: operations undone, and undos skipped (conflicts)."""
+    """What a cut did to the directories: operations undone, and those that could not be
+    (conflicts: left as they are)."""
 
     entries: int = 0
     conflicts: int = 0
 
 
-def _raise(code: int, path: str) -> None:
+def _raise(code: int, path: str) -> NoReturn:
     raise OSError(code, os.strerror(code), path)
 
 
@@ -144,25 +146,24 @@ class EntryLog:
         return len(self._by_dir)
 
     def created(self, path: str) -> None:
-        """``path`` was just created (file, directory, symlink)."""
+        """``path`` was just created (file, directory, symlink, special file)."""
         parent, name = os.path.split(path)
         dir_ino = self._dirs.note(parent)
         self._log(EntryOp("create", dir_ino, name, os.lstat(path).st_ino, {dir_ino}))
 
     def remove(self, path: str, *, directory: bool) -> None:
         """unlink (``directory`` False) or rmdir ``path``: its entry goes to the graveyard."""
-        mode = os.lstat(path).st_mode
-        if directory and not stat.S_ISDIR(mode):
+        found = os.lstat(path)
+        if directory and not stat.S_ISDIR(found.st_mode):
             _raise(errno.ENOTDIR, path)
-        if not directory and stat.S_ISDIR(mode):
+        if not directory and stat.S_ISDIR(found.st_mode):
             _raise(errno.EISDIR, path)
         if directory and not _empty(path):
             _raise(errno.ENOTEMPTY, path)
         parent, name = os.path.split(path)
         dir_ino = self._dirs.note(parent)
-        ino = os.lstat(path).st_ino
         grave = self._bury(path)
-        self._log(EntryOp("remove", dir_ino, name, ino, {dir_ino}, grave=grave))
+        self._log(EntryOp("remove", dir_ino, name, found.st_ino, {dir_ino}, grave=grave))
 
     def rename(self, old: str, new: str) -> None:
         """rename(2) ``old`` to ``new``, replacing what is there (which goes to the graveyard)."""
@@ -238,8 +239,10 @@ class EntryLog:
                 undone = self._undo_remove(op)
             else:
                 undone = self._undo_rename(op)
-            done.entries += 1
-            done.conflicts += 0 if undone else 1
+            if undone:
+                done.entries += 1
+            else:
+                done.conflicts += 1
         self.forget()
         return done
 

@@ -158,6 +158,10 @@ class PowerCutOperations(mfusepy.Operations):  # type: ignore[misc]
         self.disk.mkdir(path, mode)
         return 0
 
+    def mknod(self, path: str, mode: int, device: int) -> int:
+        self.disk.mknod(path, mode, device)
+        return 0
+
     def symlink(self, path: str, contents: str) -> int:
         self.disk.symlink(path, contents)
         return 0

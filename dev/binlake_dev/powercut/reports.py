@@ -41,9 +41,10 @@ class TornWrite:
 
 @dataclass(frozen=True)
 class CutReport:
-    """What a cut took: the files reverted to their last fsync (paths under the mount), the
-    bytes they lost past their synced size and the overwritten bytes put back, the entry
-    operations undone and the undos that conflicted, and the torn write (with a tear)."""
+    """What a cut took: the files reverted to their last fsync (paths under the mount when
+    first changed), the bytes they lost past their synced size and the overwritten bytes put
+    back, the entry operations undone and those that could not be (conflicts, left as they
+    were: ``binlake_dev.powercut.entries``), and the torn write (with a tear)."""
 
     files_reverted: list[str] = field(default_factory=list)
     bytes_dropped: int = 0
