@@ -9,7 +9,8 @@ across two). A cut reverts every file to its content and size at its last fsync
 (``unsynced``), undoes every entry operation not made durable, newest first (``entries``: a
 file whose creation was not made durable disappears, a rename over an existing file comes
 undone and the old file is back), and with a tear (512 or 4096 bytes) keeps a prefix of the
-newest unsynced write that ends on a multiple of the tear size.
+newest unsynced write (a sequential run of write requests to one file) that ends on a multiple
+of the tear size.
 
 What is not: writes that reached the disk before the power went (a cut keeps nothing unsynced,
 the tear aside), reordering of writes, a disk's own write cache that loses synced data, a
