@@ -2,7 +2,7 @@
 #
 #   make deps        system packages (MariaDB server and client, Java 17, jarjar, the SQLite JDBC
 #                    driver of the embedded catalog, PostgreSQL server and its JDBC driver for the
-#                    JDBC catalog tests), only when missing
+#                    JDBC catalog tests, FUSE 3 for the power-cut file system), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
 #                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
@@ -51,6 +51,9 @@ SQLITE_JDBC_APT_PACKAGE := libxerial-sqlite-jdbc-java
 POSTGRES_APT_PACKAGE := postgresql
 PG_JDBC_JAR := /usr/share/java/postgresql.jar
 PG_JDBC_APT_PACKAGE := libpostgresql-jdbc-java
+# The power-cut file system of the tests (binlake_dev.powercut): fusermount3, and libfuse 3,
+# which its Python binding (mfusepy, dev/pyproject.toml) loads.
+FUSE_APT_PACKAGES := fuse3 libfuse3-3
 
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
@@ -102,6 +105,12 @@ deps:
 	  echo "deps: SQLite JDBC driver already installed ($(SQLITE_JDBC_JAR))"; \
 	else \
 	  missing="$$missing $(SQLITE_JDBC_APT_PACKAGE)"; \
+	fi; \
+	if command -v fusermount3 >/dev/null 2>&1 \
+	    && ldconfig -p | grep 'libfuse3\.so\.3' >/dev/null; then \
+	  echo "deps: FUSE 3 already installed ($$(fusermount3 --version 2>&1 | head -n 1))"; \
+	else \
+	  missing="$$missing $(FUSE_APT_PACKAGES)"; \
 	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \

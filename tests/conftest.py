@@ -5,7 +5,7 @@ database) and one Spark standalone cluster per session, each started on first us
 
 Markers are declared in pyproject.toml; here each test gets the marker of its folder
 (tests/unit -> unit, tests/integration -> integration, tests/crash -> crash,
-tests/property -> property).
+tests/property -> property, tests/powercut -> powercut).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ TESTS_DIR = Path(__file__).parent
 # Before any Spark starts: the JVM options of the tests' Spark drivers (tests/lake_targets.py),
 # with the class archive `make test` builds (binlake_dev.jvm_archive) when there is one.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", driver_options(TEST_JVM_OPTIONS))
-FOLDER_MARKERS = ("unit", "integration", "crash", "property")
+FOLDER_MARKERS = ("unit", "integration", "crash", "property", "powercut")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selection deselects by marker
@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 #: Test files by folder, in the order ``make test``'s processes take them (``--dist loadfile``):
 #: the few long scenario files first, the many short unit files last to fill the tail.
-HEAVY_FIRST = ("crash", "acceptance", "integration", "property", "unit")
+HEAVY_FIRST = ("crash", "acceptance", "integration", "property", "powercut", "unit")
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

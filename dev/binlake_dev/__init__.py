@@ -3,4 +3,5 @@
 ``sandbox``: a throwaway MariaDB server in a temporary folder. ``postgres``: a throwaway
 PostgreSQL server (the database of Iceberg's JDBC catalog). ``cluster``: a Spark standalone
 master and worker from pyspark's own distribution. ``procs``: their child processes.
+``powercut``: a FUSE file system that drops what was not fsynced, as a power cut would.
 """

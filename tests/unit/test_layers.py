@@ -6,8 +6,8 @@ started. A package split into rooms (``ROOMS``: ``binlake.lake`` and ``binlake.b
 its rooms the same way inside its layer: a room imports from itself or a lower room, never a
 higher one. Every import counts, wherever it is written (inside a function, under
 TYPE_CHECKING). Only ``binlake.lake`` imports pyspark or py4j (and not its Spark-free rooms,
-``lake.schema`` and ``lake.catalog``, which ``status`` and ``verify`` use without Spark), and
-``binlake.binlog`` nothing else of ours.
+``lake.schema`` and ``lake.catalog``, which ``status`` and ``verify`` use without Spark),
+``binlake.binlog`` nothing else of ours, and nothing imports ``binlake_dev`` (test support).
 
 The house's size rules hold here too: no module over ``MAX_MODULE_LINES`` lines, no folder
 holding more than ``MAX_FLAT_SHARE`` of the package's lines in its own files (sub-packages count
@@ -228,6 +228,17 @@ def test_binlog_imports_nothing_else_of_ours() -> None:
         if layer_unit(target) != "binlog"
     ]
     assert outside == []
+
+
+def test_nothing_imports_the_test_support() -> None:
+    """``binlake_dev`` (the tests' servers, the power-cut file system) is not part of binlake."""
+    inside = [
+        f"{module} imports {name}"
+        for module, path in MODULES.items()
+        for name in imported_names(module, path)
+        if name.split(".")[0] == "binlake_dev"
+    ]
+    assert inside == []
 
 
 def test_the_checks_see_an_upward_import_and_a_circle() -> None:
