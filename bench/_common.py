@@ -14,10 +14,12 @@ def write_config(
     receiver: str = "",
     tables: str = "",
     applier: str = "",
+    database: str = "bench",
+    extra: str = "",
 ) -> Path:
     """``folder/binlake.toml``: ``sandbox`` as the source, the state folder and the warehouse in
-    ``folder``, the tables of database ``bench``. ``receiver``, ``tables`` and ``applier`` are
-    more lines of those sections."""
+    ``folder``, the tables of database ``database``. ``receiver``, ``tables`` and ``applier``
+    are more lines of those sections, ``extra`` more sections."""
     path = folder / "binlake.toml"
     path.write_text(
         "[source]\n"
@@ -34,9 +36,10 @@ def write_config(
         "[target]\n"
         f'warehouse = "{folder / "warehouse"}"\n'
         "[tables]\n"
-        'include = ["bench.*"]\n'
+        f'include = ["{database}.*"]\n'
         f"{tables}"
         "[applier]\n"
         f"{applier}"
+        f"{extra}"
     )
     return path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 ENV_VAR = "BINLAKE_CRASH_POINT"
 
@@ -104,6 +105,8 @@ POINTS: dict[str, str] = {
 
 _armed: tuple[str, int] | None = None
 _passes: dict[str, int] = {}
+#: Passes are counted from several threads (a batch's commit workers).
+_passes_lock = threading.Lock()
 _loaded = False
 
 
@@ -144,8 +147,9 @@ def should_crash(name: str) -> bool:
         if name not in POINTS:
             raise UnknownCrashPointError(f"crash point {name!r} is not registered")
         return False
-    _passes[name] = _passes.get(name, 0) + 1
-    return _passes[name] == _armed[1]
+    with _passes_lock:
+        _passes[name] = _passes.get(name, 0) + 1
+        return _passes[name] == _armed[1]
 
 
 def die() -> None:

@@ -59,6 +59,8 @@ LAG_BYTES = "binlake_lag_bytes"
 LAG_SECONDS = "binlake_lag_seconds"
 FSYNCS = "binlake_fsyncs_total"
 COMMIT_RETRIES = "binlake_commit_retries_total"
+BATCH_TABLES = "binlake_batch_tables"
+BATCH_SECONDS = "binlake_batch_commit_seconds"
 LAST_ERROR = "binlake_last_error_info"
 LAST_ERROR_TIME = "binlake_last_error_timestamp_seconds"
 
@@ -91,6 +93,10 @@ STANDARD: dict[str, MetricSpec] = {
         "counter",
         "Commits tried again because another writer committed to the table first, per table.",
         ("table",),
+    ),
+    BATCH_TABLES: MetricSpec("gauge", "Tables the last batch committed (its width)."),
+    BATCH_SECONDS: MetricSpec(
+        "gauge", "Seconds the last batch took to commit (the next stays open as long)."
     ),
     LAST_ERROR: MetricSpec(
         "gauge",

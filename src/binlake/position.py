@@ -110,5 +110,10 @@ def earliest(positions: Iterable[P]) -> P:
     return min(positions, key=_key)
 
 
+def latest(positions: Iterable[P]) -> P:
+    """The last of ``positions`` in position order (ValueError when there is none)."""
+    return max(positions, key=_key)
+
+
 def _key(position: SourcePosition | RelayPosition) -> PositionKey:
     return position.key()

@@ -252,3 +252,58 @@ def test_files_a_row_delta_stored_before_a_crash_are_orphans_no_read_sees(
         for row in spark.sql(f"SELECT file_path FROM {table}.all_files").collect()  # type: ignore[attr-defined]
     }
     assert not orphans & named  # the restart wrote its own files; the orphans stay unread
+
+
+WIDE_TABLES = 12
+#: Kills while a batch commits its twelve tables on four threads: before the second commit
+#: starts (the first one is landing), before the seventh (several in flight, some landed),
+#: with the fifth table's files stored and four more commits on the other threads, and after
+#: every commit of the second batch.
+WIDE_KILLS = (
+    "apply_between_tables:1",
+    "apply_between_tables:6",
+    "apply_before_delta_commit:5",
+    "apply_after_commits:2",
+)
+
+
+def wide_transactions(source: MariaDBSandbox, database: str, count: int, first: int) -> None:
+    """``count`` transactions, each inserting a row into every wide table and updating one."""
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        for n in range(first, first + count):
+            for t in range(WIDE_TABLES):
+                cursor.execute(f"INSERT INTO w{t:02d} VALUES (%s, %s)", (n, n * 10 + t))
+            cursor.execute(f"UPDATE w{n % WIDE_TABLES:02d} SET v = v + 1 WHERE id = %s", (n,))
+            conn.commit()
+
+
+def test_replicate_killed_while_a_batch_commits_many_tables_side_by_side_is_exactly_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """Twelve tables per batch committed on four threads (``[applier] commit_threads``),
+    killed between two tables' commits of a batch and while several commits are in flight:
+    after each kill no table holds a batch or a position twice (each table's commits carry
+    its own position); the unarmed restart catches up and every table equals the source."""
+    database = "crash_wide"
+    source.execute(f"CREATE DATABASE {database}")
+    for t in range(WIDE_TABLES):
+        source.execute(f"CREATE TABLE {database}.w{t:02d} (id INT PRIMARY KEY, v INT NOT NULL)")
+    config = config_for(
+        tmp_path,
+        source,
+        spark,
+        database,
+        applier="max_transactions = 5\nmax_seconds = 0.5\ncommit_threads = 4\n",
+    )
+    first = 0
+    for kill in WIDE_KILLS:
+        wide_transactions(source, database, 15, first)
+        first += 15
+        killed = run_until_killed(config, kill, CRASH_TIMEOUT_S)
+        assert killed.returncode == -9, describe(killed)
+        assert_history_is_exactly_once(config, spark)
+    wide_transactions(source, database, 5, first)
+    replicate_in_process(config, spark)
+    assert_verify_passes(config, spark)
+    history = assert_history_is_exactly_once(config, spark)
+    assert set(history) == {f"{database}.w{t:02d}" for t in range(WIDE_TABLES)}

@@ -212,3 +212,33 @@ def test_a_table_dropped_during_its_snapshot_ends_the_copy_and_the_rest_replicat
     late = f"INSERT INTO {database}.loose VALUES (9, 'late')"
     # The restart's verify: `loose` equal; `big` gone on both.
     change_after_the_first_chunk(tmp_path, source, spark, database, drop, late)
+
+
+SMALL_TABLES = 10
+#: A group copy of ten small tables (one Spark job, their commits on four threads) killed: with
+#: three members committed and the fourth's commit starting while others run, right after the
+#: seventh member's commit, and before the plan forgets the group; each restart copies what is
+#: left (a member whose commit landed is "already done", the others copied again).
+GROUP_KILLS = ("snapshot_before_chunk:4", "snapshot_after_chunk:7", "snapshot_before_done:1")
+
+
+def test_a_group_copy_of_small_tables_killed_mid_group_copies_each_table_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    database = "snapcrash_group"
+    source.execute(f"CREATE DATABASE {database}")
+    for t in range(SMALL_TABLES):
+        source.execute(f"CREATE TABLE {database}.s{t} (id INT PRIMARY KEY, v VARCHAR(10))")
+        source.execute(f"INSERT INTO {database}.s{t} SELECT seq, 'v' FROM {database}.seq_1_to_50")
+    config = config_for(
+        tmp_path, source, spark, database, snapshot="chunk_rows = 1000\ngroup_threads = 4\n"
+    )
+    for run, kill in enumerate(GROUP_KILLS):
+        killed_at(config, kill)
+        assert_history_is_exactly_once(config, spark)
+        for t in range(SMALL_TABLES):
+            assert_no_key_twice(config, spark, f"{database}.s{t}")
+        source.execute(f"INSERT INTO {database}.s{run} VALUES ({1000 + run}, 'late')")
+    finish_and_check(config, spark, database)
+    for t in range(SMALL_TABLES):
+        assert not uncommitted_files(config, spark, f"{database}.s{t}")

@@ -17,13 +17,15 @@ import pytest
 from pyspark.sql import SparkSession
 
 from binlake.binlog.constants import ColumnType as T
+from binlake.config.layout import PartitionField, SortField, TableLayout
 from binlake.errors import SparkStatementError
 from binlake.lake.catalog.metadata import catalog_rows
-from binlake.lake.schema.sql import create_table_statements, table_name
+from binlake.lake.schema.sql import TABLE_PROPERTIES, create_table_statements, table_name
 from binlake.lake.spark.callbacks import close_callbacks
 from binlake.lake.spark.frames import dataframe_from_arrow
 from binlake.lake.spark.lineage import current_lineage, latest_binlake_summary, refs, snapshots
 from binlake.lake.spark.types import spark_schema
+from binlake.lake.tables.create import create_table
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.typemap import IcebergType, LakeSchema, lake_schema
 from binlog_fixtures import UTF8MB4, table_map
@@ -148,6 +150,60 @@ def test_created_table_is_v2_merge_on_read_keyed_by_the_primary_key(spark: Spark
     # Running the statements again (a crash between them) changes nothing.
     for statement in create_table_statements(table, schema):
         spark.sql(statement)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        None,
+        TableLayout(
+            'tables.layout."shop.t"',
+            (PartitionField("days", "TS6"), PartitionField("bucket", "id", 16)),
+            (SortField("S", descending=True), SortField("id", nulls_first=False)),
+        ),
+    ],
+    ids=["plain", "partitioned-and-sorted"],
+)
+def test_a_table_made_in_one_catalog_call_is_the_one_spark_sql_makes(
+    spark: SparkSession, layout: TableLayout | None
+) -> None:
+    """``lake.tables.create`` (the catalog's API, one metadata version) makes the table Spark
+    SQL's CREATE TABLE, SET IDENTIFIER FIELDS and WRITE ORDERED BY make: same columns, ids,
+    docs, key, partition fields (Spark's names), sort order and table properties."""
+    schema = lake_schema(every_type_table_map(), HINTS)
+    namespace = f"t_{uuid.uuid4().hex[:10]}"
+    by_sql, by_api = (
+        table_name("lake", [namespace], "by_sql"),
+        table_name("lake", [namespace], "by_api"),
+    )
+    spark.sql(f"CREATE NAMESPACE lake.{namespace}")
+    for statement in create_table_statements(by_sql, schema, layout=layout):
+        spark.sql(statement)
+    assert create_table(spark, by_api, schema, layout, TABLE_PROPERTIES, "shop.t")
+    assert not create_table(spark, by_api, schema, layout, TABLE_PROPERTIES, "shop.t")
+    warehouse = Path(spark.conf.get("spark.sql.catalog.lake.warehouse") or "")
+    sql_made, api_made = (_current_metadata(warehouse, namespace, t) for t in ("by_sql", "by_api"))
+
+    def current(metadata: dict[str, Any], key: str, id_key: str, default: str) -> Any:
+        return next(x for x in metadata[key] if x[id_key] == metadata[default])["fields"]
+
+    assert _schema(sql_made) == _schema(api_made)
+    for key, id_key, default in (
+        ("partition-specs", "spec-id", "default-spec-id"),
+        ("sort-orders", "order-id", "default-sort-order-id"),
+    ):
+        made = current(api_made, key, id_key, default)
+        assert current(sql_made, key, id_key, default) == made
+        assert bool(made) is (layout is not None)
+    spark_own = {"owner", "provider", "current-snapshot-id"}  # Spark SQL's bookkeeping
+    sql_props = {k: v for k, v in sql_made["properties"].items() if k not in spark_own}
+    assert sql_props == {k: v for k, v in api_made["properties"].items() if k not in spark_own}
+    assert api_made["format-version"] == sql_made["format-version"] == 2
+
+
+def _schema(metadata: dict[str, Any]) -> dict[str, Any]:
+    found = next(s for s in metadata["schemas"] if s["schema-id"] == metadata["current-schema-id"])
+    return {k: v for k, v in found.items() if k != "schema-id"}
 
 
 def _current_metadata(warehouse: Path, namespace: str, table: str) -> dict[str, Any]:

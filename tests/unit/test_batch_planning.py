@@ -312,3 +312,21 @@ def test_a_set_aside_group_without_a_way_to_read_it_again_is_refused() -> None:
     with pytest.raises(ApplyError, match="read again") as caught:
         classify(set_aside(whole), everything)
     assert caught.value.file == whole.relay_file and caught.value.hint
+
+
+def test_a_batch_stays_open_as_long_as_the_last_batch_took_to_commit_up_to_max_lag() -> None:
+    log = RelayLog()
+    for _ in range(3):
+        log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    first, second, third = units(log)
+    builder = BatchBuilder(Bounds(max_transactions=100, max_seconds=2.0, max_lag_s=10.0))
+    builder.add(first, 100.0)  # type: ignore[arg-type]
+    assert builder.due(102.0)  # max_seconds, as long as commits are quick
+    builder.flush()
+    builder.pace(6.5)  # a batch over many tables took 6.5 s to commit
+    builder.add(second, 200.0)  # type: ignore[arg-type]
+    assert not builder.due(206.4) and builder.due(206.5)
+    builder.flush()
+    builder.pace(60.0)  # never longer than max_lag_s
+    builder.add(third, 300.0)  # type: ignore[arg-type]
+    assert not builder.due(309.9) and builder.due(310.0)

@@ -35,9 +35,10 @@ def test_the_applier_sections_are_optional_with_documented_defaults(tmp_path: Pa
     assert config.tables.include == (TableGlob("*", "*"),) and config.tables.exclude == ()
     assert config.tables.on_drop is OnDrop.KEEP and config.tables.key_columns == {}
     assert config.spark.master == "local[2]" and config.spark.conf == {}
-    assert config.applier.max_transactions == 10_000
+    assert config.applier.max_transactions == 100_000
     assert config.applier.max_bytes == 64 * 1024 * 1024
     assert config.applier.max_seconds == 2.0 and config.applier.metrics_port == 0
+    assert config.applier.max_lag_s == 10.0 and config.applier.commit_threads == 4
 
 
 def test_every_applier_key_is_read(tmp_path: Path) -> None:

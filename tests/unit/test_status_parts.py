@@ -231,3 +231,36 @@ def test_awkward_names_map_to_namespaces_and_match_globs_as_pairs() -> None:
     assert target.selected(TableName("Shop", "Orders"))
     assert not target.selected(TableName("shop", "orders"))  # names differ only by case
     assert LakeTarget(warehouse=Path("/w")).identifier(weird) == ("we.ird db", "tâble x")
+
+
+def _table(i: int, *, lag_s: float = 0.0, pending: int = 0, problem: str | None = None) -> Any:
+    from binlake.verify.status import TableStatus
+
+    return TableStatus(
+        f"lake.wide.t{i:03d}", TableName("wide", f"t{i:03d}"), p(1, 100), 1, 1_700_000_000_000,
+        "1", pending, pending * 50, lag_s, problem=problem,
+    )  # fmt: skip
+
+
+def test_status_of_500_tables_is_a_summary_and_the_furthest_behind_first() -> None:
+    from binlake.cli.status_cmd import SHOWN_TABLES, render_status
+    from binlake.verify.status import RelayStatus, StatusReport
+
+    tables = [_table(i) for i in range(500)]
+    tables[7] = _table(7, lag_s=3.5, pending=2)
+    tables[420] = _table(420, lag_s=12.0, pending=9)
+    tables[99] = _table(99, problem="its snapshots were expired")
+    relay = RelayStatus(Path("/r"), 1, 10, p(1, 900), None, None, None, 0)
+    report = StatusReport(SourceStatus("h:1", True), relay, tuple(tables), "lake", Path("/w"), 0.0)
+    text = render_status(report)
+    lines = text.splitlines()
+    summary = next(line for line in lines if line.startswith("tables"))
+    assert summary == (
+        "tables     500: 497 caught up, 2 behind (furthest: wide.t420, lag 12.0 s), 1 unreadable"
+    )
+    rows = [line.split()[0] for line in lines[lines.index(summary) + 2 :] if line.startswith("  w")]
+    assert rows[:3] == ["wide.t099", "wide.t420", "wide.t007"]  # unreadable, then by lag
+    assert len(rows) == SHOWN_TABLES
+    assert lines[-1].startswith("  ... and 480 more") and "--all" in lines[-1]
+    every = render_status(report, every_table=True)
+    assert sum(1 for line in every.splitlines() if line.startswith("  wide.")) == 500

@@ -43,6 +43,7 @@ holding it).
 
 from __future__ import annotations
 
+import time
 from contextlib import closing
 from dataclasses import dataclass, field
 
@@ -150,9 +151,13 @@ class Applier:
         checkpoint counts; the relay files the checkpoint passed purged."""
         for batch in batches:
             reading = self.reading
+            started = time.monotonic()
             result = self.writes.batch(reading, batch)
             if result is None:
                 return  # stopped while the catalog was failing: the batch is read again
+            took = time.monotonic() - started
+            reading.batching.builder.pace(took)
+            self.progress.on_commit_time(result, took)
             reading.accounting.on_batch_done(batch, result.held, result.copy_held)
             self.progress.on_batch(batch, result)
             self._purge()

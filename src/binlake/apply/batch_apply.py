@@ -27,12 +27,12 @@ only be a replay's re-creation, and is dropped.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 from binlake.apply.accounting import DdlHolds
-from binlake.apply.commit_queue import CommitQueue, commit_worker
+from binlake.apply.commit_pool import BatchCommits, CommitPool
 from binlake.apply.holds import CopyHolds
 from binlake.apply.plan import Batch, TableRows, Unit, UnitKind
 from binlake.binlog.encodings.charsets import decode_text
@@ -106,6 +106,7 @@ class BatchApplier:
         on_drop: OnDrop,
         holds: DdlHolds,
         zero_dates: ZeroDateCounts,
+        commit_threads: int = 1,
     ) -> None:
         self.lake = lake
         self.selected = selected
@@ -116,11 +117,11 @@ class BatchApplier:
         self.writes: dict[TableName, Write] = {}
         #: Tables being copied: their changes wait (``apply.holds``).
         self.copy_holds = CopyHolds()
-        self._commit_worker = commit_worker()
+        self._commits = CommitPool(commit_threads)
 
     def close(self) -> None:
-        """End the commit worker's thread (no commit is in flight between batches)."""
-        self._commit_worker.shutdown(wait=True)
+        """End the commit workers' threads (no commit is in flight between batches)."""
+        self._commits.close()
 
     def apply(self, batch: Batch, number: int) -> BatchResult:
         if not batch.transactions:
@@ -146,16 +147,19 @@ class BatchApplier:
 
     def _rows(self, batch: Batch, properties: dict[str, str]) -> BatchResult:
         result = BatchResult()
-        with CommitQueue[tuple[TableName, int, Write]](self._commit_worker) as commits:
-            for source in _touched(batch):
-                attempt = partial(self._table_rows, batch, source, properties, commits)
+        commits: BatchCommits[tuple[TableName, int, Write]] = self._commits.batch()
+        with commits:
+            for source, units in units_by_table(batch).items():
+                attempt = partial(self._table_rows, batch, source, units, properties, commits)
                 self.lake.committing(source, attempt)
+        changed: dict[str, list[TableName]] = {}
         for source, changes, write in commits.done:
             result.committed[source] += changes
             result.writes[source] = write
             if self.writes.get(source) != write:
                 self.writes[source] = write
-                result.messages.append(f"{source}: rows written by {write.describe()}")
+                changed.setdefault(write.describe(), []).append(source)
+        result.messages += [_written_by(how, tables) for how, tables in changed.items()]
         if not commits.count:
             crash_point("apply_before_commit")  # a batch that brings no table anything
         crash_point("apply_after_commits")
@@ -165,27 +169,33 @@ class BatchApplier:
         self,
         batch: Batch,
         source: TableName,
+        units: list[Unit],
         properties: dict[str, str],
-        commits: CommitQueue[tuple[TableName, int, Write]],
+        commits: BatchCommits[tuple[TableName, int, Write]],
         retries: int,
     ) -> None:
-        """Plan ``source``'s changes in ``batch`` from what its table holds now (transactions
-        it has by position skipped), and queue their commit (``commits``: it runs once the
-        previous table's is done, while the next table's changes are planned). Nothing is
-        queued when the table had everything already."""
+        """Plan ``source``'s changes in ``batch`` (``units``: the batch's rows units that
+        change it) from what its table holds now (transactions it has by position skipped),
+        and queue their commit (``commits``: a worker of the pool runs it while the next
+        tables' changes are planned and other tables' commits run). Nothing is queued when the
+        table had everything already; a table the lake's positions say has every unit is not
+        even read from the catalog (a restart re-reads its relay file from the checkpoint)."""
         if self.copy_holds.holds(source):
             return  # applied once its copy is done, from the copy's position
+        known = self.lake.known_position(source)
+        if known is not None and not any(is_new_for(u.position, known) for u in units):
+            return
         table = self.lake.table(source)
         changes: Changes | None = None
-        for unit in batch.units:
-            if unit.kind is not UnitKind.ROWS or not is_new_for(unit.position, table.applied):
+        for unit in units:
+            if not is_new_for(unit.position, table.applied):
                 continue
             for rows in unit.rows:
                 if rows.table_map.name != source:
                     continue
                 if changes is None:
                     if not self.lake.in_sync(table, rows.table_map):
-                        commits.wait()  # a schema change is a write: after the commit before
+                        commits.wait(source)  # a schema change is a write: after its commit
                     self.lake.prepare(table, rows.table_map, rows.recorded_hints)
                     changes = table.new_changes(rows.table_map)
                 self._feed(changes, table, rows, str(unit.position), unit.group)
@@ -198,7 +208,7 @@ class BatchApplier:
             write = self.lake.commit(table, done, commit_properties, batch.position)
             return source, done.changes, write
 
-        commits.submit(commit)
+        commits.submit(source, commit)
 
     def _feed(
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, group: RelayGroup
@@ -405,10 +415,23 @@ def _statement_context(unit: Unit, statement: AlterTable) -> tuple[StatementCont
     return context, reread if isinstance(reread, AlterTable) else statement
 
 
-def _touched(batch: Batch) -> Iterator[TableName]:
-    """The replicated tables ``batch``'s rows change, in the order they first appear."""
-    seen: dict[TableName, None] = {}
+def _written_by(how: str, tables: list[TableName]) -> str:
+    """What a batch says of the tables whose rows are written in a new way: each one, or how
+    many (and the first few) when there are many."""
+    if len(tables) <= 3:
+        return "; ".join(f"{t}: rows written by {how}" for t in sorted(tables))
+    first = ", ".join(str(t) for t in sorted(tables)[:3])
+    return f"{len(tables)} tables ({first}, ...): rows written by {how}"
+
+
+def units_by_table(batch: Batch) -> dict[TableName, list[Unit]]:
+    """The replicated tables ``batch``'s rows change, in the order they first appear, each
+    with the rows units that change it (one pass over the batch: a batch of 10,000 units over
+    200 tables is not gone through 200 times)."""
+    out: dict[TableName, list[Unit]] = {}
     for unit in batch.units:
+        if unit.kind is not UnitKind.ROWS:
+            continue
         for table_map in unit.table_maps:
-            seen.setdefault(table_map.name, None)
-    return iter(seen)
+            out.setdefault(table_map.name, []).append(unit)
+    return out

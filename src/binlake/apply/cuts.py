@@ -41,7 +41,7 @@ from binlake.lake.catalog.target import LakeTarget
 from binlake.lake.cuts.table import CutsTable, TableState, lineage_state
 from binlake.lake.spark.lineage import spark_lake_tables, spark_table_lineage
 from binlake.lake.spark.session import SparkSession
-from binlake.position import SourcePosition, at_or_before
+from binlake.position import SourcePosition, at_or_before, latest
 from binlake.storage.expiry_lock import ExpiryLock
 
 #: Cuts beyond retention before the cuts table is rewritten.
@@ -90,6 +90,9 @@ class CutRecorder:
         self._next_id = 1
         self._unrecorded: BatchEnd | None = None
         self._recorded_at: float | None = None
+        #: The furthest table position the last try found past its batch (a replay after a
+        #: restart): no cut can be recorded, nor any table read for one, before it.
+        self._replaying_until: SourcePosition | None = None
         #: Cuts recorded by this run.
         self.recorded = 0
 
@@ -100,6 +103,7 @@ class CutRecorder:
     def reset(self) -> None:
         """Read every table again before the next cut (the applier started reading again)."""
         self._dirty = None
+        self._replaying_until = None
 
     def after_batch(
         self, end: BatchEnd, committed: Iterable[TableName], *, ddl: bool, holds: CopyHolds
@@ -123,7 +127,7 @@ class CutRecorder:
             return
         clock = self.clock()
         due = self._recorded_at is None or clock - self._recorded_at >= self.settings.every_s
-        if not (due or now):
+        if not (due or now) or self._replaying(end):
             return
         if self.expiry is not None and not self.expiry.acquire(blocking=now):
             return  # a scheduled expiry runs: the next try records the cut
@@ -152,6 +156,14 @@ class CutRecorder:
         self._cuts.append(cut)
         self._prune()
 
+    def _replaying(self, end: BatchEnd) -> bool:
+        """A table was found past an earlier batch's end and this one does not reach it yet:
+        its cut would be refused (each table is read only once the replay has passed them
+        all; a restart re-reads every DDL batch of its relay file, each marking every table to
+        be read again)."""
+        until = self._replaying_until
+        return until is not None and not at_or_before(until, end.position)
+
     def _cut(self, end: BatchEnd, holds: CopyHolds) -> Cut | None:
         """The cut after ``end``, or None when a table is past it (replay after a restart) or
         the newest cut is not before it."""
@@ -167,6 +179,9 @@ class CutRecorder:
             elif state.pending is not None or state.snapshot is None:
                 pending[name] = state.pending or "no snapshot"
             elif not at_or_before(state.position, end.position):
+                self._replaying_until = latest(
+                    s.position for _, s in self._states.values() if s.position is not None
+                )
                 return None
             else:
                 tables[name] = TableAt(identifier, state.snapshot)

@@ -256,9 +256,11 @@ def _refuse_statement(
 
 @dataclass(frozen=True)
 class Bounds:
-    max_transactions: int = 10_000
+    max_transactions: int = 100_000
     max_bytes: int = 64 * 1024 * 1024
     max_seconds: float = 2.0
+    #: The longest a batch stays open when the batch before it took long to commit (``pace``).
+    max_lag_s: float = 10.0
 
 
 @dataclass
@@ -303,6 +305,8 @@ class BatchBuilder:
     def __init__(self, bounds: Bounds) -> None:
         self.bounds = bounds
         self._open: Batch | None = None
+        #: How long the last batch took to commit (``pace``).
+        self._pace_s = 0.0
 
     @property
     def open_batch(self) -> Batch | None:
@@ -331,10 +335,23 @@ class BatchBuilder:
             done += self.flush()
         return done
 
+    def pace(self, seconds: float) -> None:
+        """The batch before took ``seconds`` to commit: the next stays open at least as long
+        (``open_s``), so that a batch over many tables, each a commit of its own, gathers
+        more transactions per commit instead of falling behind (a commit's cost is mostly
+        fixed: docs/benchmarks.md, "Wide and busy")."""
+        self._pace_s = seconds
+
+    @property
+    def open_s(self) -> float:
+        """How long a batch stays open: ``max_seconds``, or the last batch's commit time up to
+        ``max_lag_s`` when that is longer."""
+        return max(self.bounds.max_seconds, min(self._pace_s, self.bounds.max_lag_s))
+
     def due(self, now: float) -> bool:
-        """The open batch has been open for ``max_seconds``."""
+        """The open batch has been open for ``open_s``."""
         batch = self._open
-        return batch is not None and now - batch.started >= self.bounds.max_seconds
+        return batch is not None and now - batch.started >= self.open_s
 
     def flush(self) -> list[Batch]:
         batch, self._open = self._open, None

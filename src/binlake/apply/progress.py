@@ -20,6 +20,8 @@ from binlake.apply.plan import Batch
 from binlake.binlog.names import TableName
 from binlake.console import MB, Console
 from binlake.metrics import (
+    BATCH_SECONDS,
+    BATCH_TABLES,
     COMMITS,
     LAG_BYTES,
     LAG_SECONDS,
@@ -73,6 +75,11 @@ class ApplyProgress:
         zero_dates = self.result.zero_dates
         assert zero_dates is not None
         return zero_dates
+
+    def on_commit_time(self, applied: BatchResult, seconds: float) -> None:
+        """A batch took ``seconds`` to commit its tables: the width and pace metrics."""
+        self.metrics.set_gauge(BATCH_TABLES, None, len(applied.committed))
+        self.metrics.set_gauge(BATCH_SECONDS, None, seconds)
 
     def on_batch(self, batch: Batch, applied: BatchResult) -> None:
         """A batch committed: its messages, then the tally and the metrics."""

@@ -115,7 +115,7 @@ class Reading:
         batch = builder.open_batch
         if batch is None:
             return POLL_S
-        left = batch.started + builder.bounds.max_seconds - time.monotonic()
+        left = batch.started + builder.open_s - time.monotonic()
         return max(0.0, min(POLL_S, left))
 
     def groups(self, limit: RelayPosition) -> Generator[Classified, None, None]:
@@ -144,7 +144,8 @@ class Reading:
         return self.batching.builder.add(unit, time.monotonic())
 
     def due(self) -> list[Batch]:
-        """The open batch, once it has been open for ``[applier] max_seconds``."""
+        """The open batch, once it has been open for ``[applier] max_seconds`` (longer when
+        the batch before took longer to commit: ``BatchBuilder.pace``)."""
         builder = self.batching.builder
         return builder.flush() if builder.due(time.monotonic()) else []
 
@@ -169,6 +170,8 @@ class RelayReadings:
     checkpoint_path: Path
     #: ``[applier] max_bytes``: a group larger is set aside by the reader (``plan.AsideRows``).
     hold_bytes: int
+    #: ``[applier] commit_threads``: a batch's tables committed side by side.
+    commit_threads: int
     on_drop: OnDrop
     target: LakeTarget
     lake: Lake
@@ -186,11 +189,14 @@ class RelayReadings:
         zero_dates: ZeroDateCounts,
     ) -> RelayReadings:
         applier = config.applier
-        bounds = Bounds(applier.max_transactions, applier.max_bytes, applier.max_seconds)
+        bounds = Bounds(
+            applier.max_transactions, applier.max_bytes, applier.max_seconds, applier.max_lag_s
+        )
         return cls(
             relay_dir=config.state.relay_dir,
             checkpoint_path=config.state.checkpoint_path,
             hold_bytes=applier.max_bytes,
+            commit_threads=applier.commit_threads,
             on_drop=config.tables.on_drop,
             target=target,
             lake=lake,
@@ -214,6 +220,7 @@ class RelayReadings:
             on_drop=self.on_drop,
             holds=accounting.holds,
             zero_dates=self.zero_dates,
+            commit_threads=self.commit_threads,
         )
         batches.copy_holds.add(held)
         reader = RelayReader(self.relay_dir, start, hold_bytes=self.hold_bytes)

@@ -15,6 +15,7 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 #: `status` exit code when it printed its report but some state it reads is damaged
 #: (EX_DATAERR, as for a damaged log file).
 EXIT_UNREADABLE_STATE = 65
+#: Tables ``binlake status`` lists without ``--all``: the furthest behind.
+SHOWN_TABLES = 20
 
 
 def register(commands: Any) -> None:
@@ -40,6 +43,11 @@ def register(commands: Any) -> None:
         "--config", required=True, type=Path, metavar="F", help="binlake's TOML config file"
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.add_argument(
+        "--all",
+        action="store_true",
+        help=f"list every table (the default lists the {SHOWN_TABLES} furthest behind)",
+    )
     status.set_defaults(handler=run_status)
 
 
@@ -49,7 +57,7 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status_json(report), indent=2, sort_keys=False))
     else:
-        print(render_status(report))
+        print(render_status(report, every_table=args.all))
     problems = state_problems(report)
     if not problems:
         return 0
@@ -104,7 +112,7 @@ def _when(seconds: float | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render_status(report: StatusReport) -> str:
+def render_status(report: StatusReport, *, every_table: bool = False) -> str:
     source, relay = report.source, report.relay
     lines = []
     if source.reachable:
@@ -127,10 +135,51 @@ def render_status(report: StatusReport) -> str:
         checkpoint = f"unreadable: {relay.checkpoint_error}"
     lines.append(f"checkpoint {checkpoint}")
     lines.append(f"lake       catalog {report.catalog} in {report.location or report.warehouse}")
-    lines.append(f"tables     {len(report.tables)}")
-    if report.tables:
-        lines += _table_lines(report.tables)
+    lines.append(f"tables     {tables_summary(report.tables)}")
+    shown = worst_first(report.tables)
+    if not every_table:
+        shown = shown[:SHOWN_TABLES]
+    if shown:
+        lines += _table_lines(shown)
+    if len(shown) < len(report.tables):
+        lines.append(
+            f"  ... and {len(report.tables) - len(shown)} more, none further behind "
+            "(--all lists every table, --json too)"
+        )
     return "\n".join(lines)
+
+
+def tables_summary(tables: Sequence[TableStatus]) -> str:
+    """How many tables, how many behind (pending transactions), how many unreadable, and the
+    one furthest behind."""
+    behind = [t for t in tables if t.pending_transactions]
+    unknown = [t for t in tables if t.problem is not None]
+    parts = [f"{len(tables)}: {len(tables) - len(behind) - len(unknown)} caught up"]
+    if behind:
+        worst = worst_first(behind)[0]
+        lag = "-" if worst.lag_seconds is None else f"{worst.lag_seconds:.1f} s"
+        parts.append(f"{len(behind)} behind (furthest: {_name(worst)}, lag {lag})")
+    if unknown:
+        parts.append(f"{len(unknown)} unreadable")
+    return ", ".join(parts)
+
+
+def worst_first(tables: Sequence[TableStatus]) -> tuple[TableStatus, ...]:
+    """Unreadable tables first, then by lag in seconds, then in bytes, then by name."""
+
+    def key(table: TableStatus) -> tuple[bool, float, int, str]:
+        return (
+            table.problem is None,
+            -(table.lag_seconds or 0.0),
+            -(table.lag_bytes or 0),
+            _name(table),
+        )
+
+    return tuple(sorted(tables, key=key))
+
+
+def _name(table: TableStatus) -> str:
+    return str(table.source_table) if table.source_table is not None else table.lake_table
 
 
 _HEADER = (
@@ -153,7 +202,7 @@ def _row(table: TableStatus) -> tuple[str, ...]:
     seconds = "-" if table.lag_seconds is None else f"{table.lag_seconds:.1f}"
     committed = None if table.committed_at_ms is None else table.committed_at_ms / 1000
     return (
-        str(table.source_table) if table.source_table is not None else table.lake_table,
+        _name(table),
         applied,
         "-" if table.pending_transactions is None else str(table.pending_transactions),
         "-" if table.lag_bytes is None else str(table.lag_bytes),

@@ -18,7 +18,7 @@ class ApplierConfig(Section):
     max_transactions: int = setting(
         "int",
         int_value(1, 10_000_000),
-        10_000,
+        100_000,
         "a batch ends after this many source transactions",
     )
     max_bytes: int = setting(
@@ -32,6 +32,22 @@ class ApplierConfig(Section):
         float_value(0.0, 3600.0),
         2.0,
         "a batch ends this long after its first transaction was read",
+    )
+    #: The longest a batch stays open when the one before took long to commit.
+    max_lag_s: float = setting(
+        "float",
+        float_value(0.0, 3600.0),
+        10.0,
+        "a batch stays open as long as the batch before took to commit (when that is longer "
+        "than max_seconds), at most this long",
+    )
+    #: A batch's tables commit side by side on this many threads (``apply.commit_pool``).
+    commit_threads: int = setting(
+        "int",
+        int_value(1, 64),
+        4,
+        "a batch's tables are committed by this many threads side by side (each table's "
+        "commits stay in order; 1: one table at a time)",
     )
     #: Port of the Prometheus endpoint; 0 = none.
     metrics_port: int = setting(

@@ -29,3 +29,11 @@ class SnapshotConfig(Section):
         50_000,
         "rows per snapshot chunk: one consistent read and one Iceberg commit each",
     )
+    #: Small tables copied together make and commit their Iceberg tables on this many threads.
+    group_threads: int = setting(
+        "int",
+        int_value(1, 64),
+        4,
+        "tables of at most chunk_rows rows are copied together, one Spark job for up to 500 "
+        "of them; their Iceberg tables are made and committed by this many threads",
+    )

@@ -232,19 +232,24 @@ class ChunkRecord:
 # ---- the task --------------------------------------------------------------------------------
 
 
-def run_chunk(source: ChunkSource, plan: ChunkPlan, index: int, attempt: str) -> str:
+def run_chunk(
+    source: ChunkSource, plan: ChunkPlan, index: int, attempt: str, connection: Any = None
+) -> str:
     """Chunk ``index`` of ``plan`` read and written as one Parquet file (``attempt`` makes its
     name unique); its ``ChunkRecord`` as JSON. Raises (for Spark to retry) on errors another
-    attempt may cure, their fields encoded in the message."""
+    attempt may cure, their fields encoded in the message. ``connection``: one the task reads
+    several chunks on (a group of small tables), else a new one for this chunk."""
     record = ChunkRecord(index)
     zero: ZeroDates = Counter()
     try:
-        connection = source.connect()
+        own = connection is None
+        reading = source.connect() if own else connection
         try:
-            batches = _read(connection, plan, index, zero, record)
+            batches = _read(reading, plan, index, zero, record)
             path, size, rows = write_chunk_file(plan.files, index, attempt, batches)
         finally:
-            connection.close()
+            if own:
+                reading.close()
     except _FINAL_ERRORS as error:
         record.error = encode_error(error)
         return record.to_json()

@@ -160,7 +160,7 @@ class TableCopier:
     def copy(self, entry: PlanEntry) -> TableCopy:
         result = TableCopy(entry.table)
         started = time.monotonic()
-        resume = self._resume(entry)
+        resume = self.resume(entry)
         if resume.progress is not None and resume.progress.done:
             result.outcome = "already done"
             return result
@@ -186,7 +186,7 @@ class TableCopier:
 
     # ---- where a copy stands -----------------------------------------------------------------
 
-    def _resume(self, entry: PlanEntry) -> _Resume:
+    def resume(self, entry: PlanEntry) -> _Resume:
         """Where the snapshot ``entry`` stands in the lake; an older snapshot's table is
         dropped (a re-snapshot starts from nothing), and so is a copy binlake's chunk-by-chunk
         copy (record version 1) left unfinished."""
@@ -221,7 +221,7 @@ class TableCopier:
             low = self.reads.low_position(entry.table)
         target = self._open(table.name, entry)
         plan = self._chunk_plan(entry, shape, table, target, resume)
-        self._clean_orphans(entry, target, plan.files.prefix)
+        self.clean_orphans(entry, target, plan.files.prefix)
         run = _Run(self, entry, table, plan, resume, low)
         if resume.progress is None or resume.progress.next is not None:
             run.chunks()
@@ -233,7 +233,7 @@ class TableCopier:
             return
         if self.reads.shape(entry.table, self.lake.key_columns.get(entry.table)) != shape:
             raise _shape_changed(entry)
-        self._clean_orphans(entry, target, plan.files.prefix, run.stored_paths())
+        self.clean_orphans(entry, target, plan.files.prefix, run.stored_paths())
         crash_point("snapshot_before_high")
         high = run.low if table.changelog else self.reads.high_position()
         run.finish(high)
@@ -304,7 +304,7 @@ class TableCopier:
         target = self.writer.open(name, (), table)
         self.writer.commit(self.writer.stage_stored(target, locations, table), properties, table)
 
-    def _clean_orphans(
+    def clean_orphans(
         self, entry: PlanEntry, target: DeltaTable, prefix: str, keep: Collection[str] = ()
     ) -> None:
         """Delete the copy's files no commit references (attempts never committed); ``keep``:
@@ -327,7 +327,7 @@ class TableCopier:
         if isinstance(error, SnapshotShapeChangedError):
             raise _shape_changed(entry)
         if isinstance(error, SourceError) and error.code in GONE_CODES:
-            self._end_gone(entry, self._resume(entry), result)
+            self._end_gone(entry, self.resume(entry), result)
             return
         if self.stop.is_set():
             result.outcome = "stopped"

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 
 from binlake.binlog.names import TableName
 from binlake.config import Config
@@ -45,6 +46,7 @@ from binlake.position import SourcePosition
 from binlake.retry import retryable
 from binlake.snapshot.chunk_task import chunk_source
 from binlake.snapshot.copier import CopyProgressSink, TableCopier, TableCopy
+from binlake.snapshot.group_copy import GroupCopier
 from binlake.snapshot.source_reads import SourceReads
 from binlake.source.hints import source_hints
 from binlake.source.policy import Backoff
@@ -52,9 +54,11 @@ from binlake.source.reconnect import ReconnectPolicy, retrying
 from binlake.source.settings import connection_settings
 from binlake.source.table_shape import read_collations
 from binlake.storage.snapshot_plan import PlanEntry, SnapshotPlan, take_requests
-from binlake.storage.warehouse_sync import warehouse_sync_for
+from binlake.storage.warehouse_sync import WarehouseSync, warehouse_sync_for
 from binlake.verify.source_session import SnapshotSession
 
+#: Most small tables copied by one Spark job (``group_copy``).
+GROUP_MAX = 500
 #: Errors a copy waits out (the source restarting, a lost connection): it resumes after them.
 RETRYABLE = (SourceConnectionLostError, SourceUnreachableError)
 
@@ -209,13 +213,20 @@ class SnapshotRunner:
     # ---- the copies --------------------------------------------------------------------------
 
     def _copy_planned(self) -> None:
-        """Copy the planned tables one by one, taking new ones as they are planned."""
+        """Copy the planned tables, taking new ones as they are planned: the small ones
+        together (``group_copy``), the others one by one."""
         try:
             done: set[TableName] = set()
+            grouped: set[TableName] = set()
             while not self._stop.is_set():
                 entries = [e for e in self.plan.read().values() if e.table not in done]
                 if not entries:
                     return
+                group = [e for e in entries if e.table not in grouped]
+                if len(group) > 1:
+                    grouped.update(e.table for e in group)
+                    done.update(self._copy_small(group))
+                    continue
                 entry = min(entries, key=lambda e: (e.table.database, e.table.table))
                 self._copy_waiting_out_the_source(entry)
                 done.add(entry.table)
@@ -239,6 +250,49 @@ class SnapshotRunner:
                 self._stop.wait(wait)
 
     def _copy(self, entry: PlanEntry) -> None:
+        with self._copying() as (copier, sync):
+            self.console.message("snapshot", f"copying {entry.table} ({entry.reason})")
+            with sync.committing():
+                copy = copier.copy(entry)
+        if copy.outcome != "stopped":
+            self._done_with([(entry, copy)], sync)
+
+    def _copy_small(self, entries: list[PlanEntry]) -> set[TableName]:
+        """The entries the source estimates at ``[snapshot] chunk_rows`` rows or fewer,
+        copied as groups of at most ``GROUP_MAX`` (``group_copy``); the tables done. An error
+        leaves the group's tables to the table path (which waits out the source, or stops
+        with the error), its committed members done."""
+        done: set[TableName] = set()
+        with self._copying() as (copier, sync):
+            small = copier.reads.small_tables(
+                [e.table for e in entries], self.config.snapshot.chunk_rows
+            )
+            members = [e for e in entries if e.table in small]
+            for start in range(0, len(members), GROUP_MAX):
+                if self._stop.is_set():
+                    break
+                group = members[start : start + GROUP_MAX]
+                try:
+                    with sync.committing():
+                        outcome = GroupCopier(copier, self.config.snapshot.group_threads).copy(
+                            group
+                        )
+                except BinlakeError as error:
+                    self.console.message(
+                        "snapshot", f"a group of {len(group)} small tables: {error}; copying "
+                        "them one by one"
+                    )  # fmt: skip
+                    continue
+                by_table = {e.table: e for e in group}
+                finished = [(by_table[c.table], c) for c in outcome.copies]
+                self._done_with(finished, sync)
+                done.update(c.table for c in outcome.copies)
+        return done
+
+    @contextmanager
+    def _copying(self) -> Iterator[tuple[TableCopier, WarehouseSync]]:
+        """A copier on a source session of its own (with its lake, source reads and hints),
+        and the warehouse sync of what it commits."""
         source = chunk_source(self.config.source)
         source_address = f"{self.config.source.host}:{self.config.source.port}"
         notify = reconnect_notice(self.console, "snapshot", source_address)
@@ -265,21 +319,23 @@ class SnapshotRunner:
                     on_progress=self.progress,
                 )
                 self._copier = copier
-                self.console.message("snapshot", f"copying {entry.table} ({entry.reason})")
-                with sync.committing():
-                    copy = copier.copy(entry)
+                yield copier, sync
         finally:
             self._copier = None
             hints.close()
-        if copy.outcome == "stopped":
+
+    def _done_with(self, finished: list[tuple[PlanEntry, TableCopy]], sync: WarehouseSync) -> None:
+        """Copies done: durable (the warehouse synced) before the plan forgets them."""
+        if not finished:
             return
-        sync.sync()  # the done commit is durable before the plan forgets the table
+        sync.sync()
         crash_point("snapshot_before_done")
         with self._lock:
-            self.plan.done(entry)
-            self.copies.append(copy)
-            self._done.append(copy)
-            self._unreleased.add(entry.table)
+            self.plan.done(*(entry for entry, _ in finished))
+            for entry, copy in finished:
+                self.copies.append(copy)
+                self._done.append(copy)
+                self._unreleased.add(entry.table)
 
 
 def check_tables(

@@ -97,6 +97,24 @@ class SourceReads:
         )
         return int(rows[0][0] or 0) if rows else 0
 
+    def small_tables(self, tables: Sequence[TableName], most_rows: int) -> set[TableName]:
+        """The ``tables`` information_schema estimates at ``most_rows`` rows or fewer (one
+        query per database)."""
+        by_database: dict[str, set[str]] = {}
+        for table in tables:
+            by_database.setdefault(table.database, set()).add(table.table)
+        small = set()
+        for database, names in sorted(by_database.items()):
+            rows = self.query(
+                "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'",
+                (database,),
+            )
+            for name, estimate in rows:
+                if str(name) in names and int(estimate or 0) <= most_rows:
+                    small.add(TableName(database, str(name)))
+        return small
+
     def ranges(
         self, shape: TableShape, *, chunk_rows: int, cores: int, start: Any = None
     ) -> tuple[KeyRange, ...]:
@@ -115,14 +133,24 @@ class SourceReads:
 
     def result_shape(self, shape: TableShape) -> tuple[ColumnShape, ...]:
         """The column definitions a chunk's SELECT returns now, read as the tasks read them."""
-        select = ", ".join(select_expression(c) for c in shape.columns)
-        sql = f"SELECT {select} FROM {quote(shape.database)}.{quote(shape.table)} LIMIT 0"
+        return self.result_shapes([shape])[0]
+
+    def result_shapes(self, shapes: Sequence[TableShape]) -> list[tuple[ColumnShape, ...]]:
+        """``result_shape`` of several tables, on one connection."""
+        if not shapes:
+            return []
         connection = self.source.connect()
         try:
-            run_statement(connection, SESSION, shape.name)
-            columns, blocks = TextResultReader(connection, where=shape.name).query(sql)
-            for _ in blocks:
-                pass
+            run_statement(connection, SESSION, shapes[0].name)
+            return [_result_shape(connection, shape) for shape in shapes]
         finally:
             connection.close()
-        return tuple(column_shape(c) for c in columns)
+
+
+def _result_shape(connection: Any, shape: TableShape) -> tuple[ColumnShape, ...]:
+    select = ", ".join(select_expression(c) for c in shape.columns)
+    sql = f"SELECT {select} FROM {quote(shape.database)}.{quote(shape.table)} LIMIT 0"
+    columns, blocks = TextResultReader(connection, where=shape.name).query(sql)
+    for _ in blocks:
+        pass
+    return tuple(column_shape(c) for c in columns)

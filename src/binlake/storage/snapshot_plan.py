@@ -83,11 +83,14 @@ class SnapshotPlan:
         crash_point("snapshot_after_plan")
         return entries
 
-    def done(self, entry: PlanEntry) -> None:
-        """``entry``'s snapshot is in the lake: drop it (unless a newer request replaced it)."""
+    def done(self, *done: PlanEntry) -> None:
+        """These entries' snapshots are in the lake: drop them (each unless a newer request
+        replaced it), in one write of the plan."""
         entries = self.read()
-        if entries.get(entry.table) == entry:
-            del entries[entry.table]
+        gone = [entry.table for entry in done if entries.get(entry.table) == entry]
+        for table in gone:
+            del entries[table]
+        if gone:
             self._write(entries)
 
     def _write(self, entries: dict[TableName, PlanEntry]) -> None:

@@ -7,13 +7,14 @@ A catalog that fails to answer is a typed error (``binlake.lake.spark.errors``: 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from binlake.binlog.names import TableName
+from binlake.lake.schema.iceberg_json import lake_schema_of_json
 from binlake.lake.spark.errors import spark_errors
-from binlake.lake.spark.types import lake_column_of_field
 from binlake.typemap import LakeSchema
 
 
@@ -84,9 +85,10 @@ def table_property(spark: SparkSession, table: str, key: str) -> str | None:
 def read_lake_schema(spark: SparkSession, table: str, source_table: TableName) -> LakeSchema:
     """The schema of the Iceberg table ``table`` (a Spark SQL name) as a ``LakeSchema``:
     Iceberg types, nullability, the source types from the column comments ("" where there is
-    none), the identifier fields as the key. ``index`` is the column's position in Iceberg."""
+    none), the identifier fields as the key. ``index`` is the column's position in Iceberg.
+    Read from the schema's JSON on the loaded table (``lake_schema_of_json``): no Spark plan."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
     with spark_errors(f"read the schema of {table}", table=str(source_table)):
-        fields = spark.table(table).schema.fields
-        key_names = set(load_table(spark, table).schema().identifierFieldNames())
-    columns = tuple(lake_column_of_field(f, i, str(source_table)) for i, f in enumerate(fields))
-    return LakeSchema(source_table, columns, tuple(c.name for c in columns if c.name in key_names))
+        text = str(jvm.org.apache.iceberg.SchemaParser.toJson(load_table(spark, table).schema()))
+    return lake_schema_of_json(json.loads(text), source_table)

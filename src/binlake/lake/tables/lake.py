@@ -28,6 +28,7 @@ runs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -64,7 +65,7 @@ from binlake.lake.schema.evolution import (
     shape,
     target_schema,
 )
-from binlake.lake.schema.sql import create_table_statements, quote
+from binlake.lake.schema.sql import TABLE_PROPERTIES, create_table_statements, quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.frames import dataframe_from_arrow
 from binlake.lake.spark.lineage import (
@@ -76,6 +77,7 @@ from binlake.lake.spark.lineage import (
 from binlake.lake.spark.lookup import read_lake_schema, table_exists
 from binlake.lake.spark.types import spark_schema
 from binlake.lake.tables.actions import drop_table
+from binlake.lake.tables.create import create_table, creates_through_api
 from binlake.lake.write.changes import ChangeLog, KeyedChanges
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.lake.write.keyed import KeyedWriter
@@ -179,6 +181,11 @@ class Lake:
         #: Each table's ``exact_from``, read with the applied positions.
         self._bounds: dict[TableName, SourcePosition | None] = {}
         self._keyed = KeyedWriter(spark)
+        #: Whether tables are created through Iceberg's catalog API (None: not looked up yet).
+        self._api_creates: bool | None = None
+        #: Namespaces this process made sure of (``_create``).
+        self._namespaces: set[str] = set()
+        self._namespace_lock = threading.Lock()
 
     # ---- what the lake holds -------------------------------------------------------------
 
@@ -208,12 +215,21 @@ class Lake:
         """Read again, from the catalog, what each table holds: its applied position and its
         schema (after a catalog failure mid-batch, a commit may or may not have landed, and a
         schema change may have). Pending DDL is kept: it is the relay log's, not the lake's."""
+        self._namespaces.clear()
         self.read_applied()
         for source, table in self._tables.items():
             fresh = self._load(source)
             table.schema, table.applied = fresh.schema, fresh.applied
             table.hint_names = fresh.hint_names
             table.in_sync = None
+
+    def known_position(self, source: TableName) -> SourcePosition | None:
+        """``source``'s applied position as far as it is known without reading the catalog:
+        its loaded table's, else the one ``read_applied`` read (None: not known)."""
+        table = self._tables.get(source)
+        if table is not None:
+            return table.applied
+        return self._applied.get(source)
 
     def known_tables(self) -> list[TableName]:
         """Replicated source tables with an Iceberg table (for DROP DATABASE)."""
@@ -267,6 +283,7 @@ class Lake:
         """Read every table from the catalog again when it is next needed (as at a start)."""
         self._tables.clear()
         self._applied.clear()
+        self._namespaces.clear()
 
     def renamed(self, old: TableName, new: TableName) -> None:
         """``old``'s Iceberg table is now ``new``'s (renamed with its snapshots, or copied);
@@ -474,8 +491,18 @@ class Lake:
     def _create(self, table: LakeTable, schema: LakeSchema) -> None:
         parts = self.target.identifier(table.source)
         namespace = ".".join(quote(p) for p in (self.target.catalog, *parts[:-1]))
-        self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", str(table.source))
+        with self._namespace_lock:  # tables of one namespace may be made on several threads
+            if namespace not in self._namespaces:
+                self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", str(table.source))
+                self._namespaces.add(namespace)
         layout = self.target.layouts.get(table.source)
+        if self._api_creates is None:
+            self._api_creates = creates_through_api(self.spark, self.target.catalog)
+        if self._api_creates:
+            create_table(
+                self.spark, table.name, schema, layout, TABLE_PROPERTIES, str(table.source)
+            )
+            return
         for statement in create_table_statements(table.name, schema, layout=layout):
             self._sql(statement, str(table.source))
 

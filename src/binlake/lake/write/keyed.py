@@ -24,6 +24,7 @@ WHEN NOT MATCHED AND s._binlake_op <> 'D' THEN INSERT (...) VALUES (...)
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -49,7 +50,15 @@ class KeyedWriter:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
-        self.deltas = RowDeltaWriter(spark)
+        self._local = threading.local()
+
+    @property
+    def deltas(self) -> RowDeltaWriter:
+        """This thread's row-delta writer (a batch's tables commit on several threads)."""
+        writer: RowDeltaWriter | None = getattr(self._local, "writer", None)
+        if writer is None:
+            writer = self._local.writer = RowDeltaWriter(self.spark)
+        return writer
 
     def commit(
         self,

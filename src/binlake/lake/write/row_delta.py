@@ -22,8 +22,11 @@ How, through the Py4J gateway (``jvm``), on the driver:
 2. per file: pyarrow writes a local staging file (``tempfile``); ``table.locationProvider()
    .newDataLocation(name)`` places it as Iceberg would place its own; ``Files.copy`` streams it
    into ``table.io().newOutputFile(location).create()``: the table's ``FileIO``, so any
-   warehouse Iceberg can write (local, HDFS, S3...) takes it; ``ParquetUtil.fileMetrics`` reads
-   the column metrics from the staging copy's footer (``MetricsConfig.forTable``);
+   warehouse Iceberg can write (local, HDFS, S3...) takes it; the column metrics are Iceberg's
+   own (``ParquetUtil.footerMetrics``, ``MetricsConfig.forTable``) on the staging copy's footer,
+   read with the session's Hadoop configuration: ``ParquetUtil.fileMetrics`` makes a new Hadoop
+   ``Configuration`` for each file, whose XML defaults took 60% of the JVM's time of a small
+   commit (measured with JFR: docs/benchmarks.md, "Wide and busy");
 3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)``;
 4. in one ``table.newTransaction()``: ``newRowDelta().addRows(..).addDeletes(..).set(k, v)...
    validateFromSnapshot(base).commit()``, then the ``binlake-applied`` tag moved to the new
@@ -95,6 +98,8 @@ from binlake.lake.write.delta_files import (
 from binlake.storage.durable import raise_os_error
 
 JavaObject = Any
+#: The ``FileIO`` whose files the session's Hadoop configuration reads as they are.
+HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class _Classes:
     parquet_util: JavaObject
     files: JavaObject
     metrics_config: JavaObject
+    footer_reader: JavaObject
+    hadoop_path: JavaObject
+    empty_stream: JavaObject
     data_files: JavaObject
     file_metadata: JavaObject
     parquet: JavaObject
@@ -153,6 +161,8 @@ class RowDeltaWriter:
         self._jvm = jvm
         self._gateway = gateway
         self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+        #: The session's Hadoop configuration, parsed once (footers are read with it).
+        self._hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         #: Java classes, looked up once (each ``jvm.a.b.C`` is a round trip per name part).
         iceberg = jvm.org.apache.iceberg
         self._iceberg = _Classes(
@@ -165,6 +175,9 @@ class RowDeltaWriter:
             parquet_util=iceberg.parquet.ParquetUtil,
             files=iceberg.Files,
             metrics_config=iceberg.MetricsConfig,
+            footer_reader=iceberg.shaded.org.apache.parquet.hadoop.ParquetFileReader,
+            hadoop_path=jvm.org.apache.hadoop.fs.Path,
+            empty_stream=jvm.java.util.stream.Stream,
             data_files=iceberg.DataFiles,
             file_metadata=iceberg.FileMetadata,
             parquet=iceberg.FileFormat.PARQUET,
@@ -268,17 +281,25 @@ class RowDeltaWriter:
     def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
         """Data files other writers already stored in the table's data folder (a snapshot's
         chunk tasks, on the executors), staged for ``commit`` as ``stage``'s are: each a
-        ``DataFile`` with the metrics Iceberg's own writer records, read from its footer
-        through the table's ``FileIO``."""
+        ``DataFile`` with the metrics Iceberg's own writer records, read from its footer:
+        with the session's Hadoop configuration where the table's ``FileIO`` is Hadoop's (the
+        embedded and JDBC catalogs' default), else through the ``FileIO``."""
         c = self._iceberg
         rows = 0
         with spark_errors(f"read the data files to add to {target.name}", table):
             io, spec = target.java.io(), target.java.spec()
             metrics_config = c.metrics_config.forTable(target.java)
+            hadoop_io = str(io.getClass().getName()) == HADOOP_FILE_IO
             files = []
             for location in locations:
                 source = io.newInputFile(location)
-                metrics = c.parquet_util.fileMetrics(source, metrics_config)
+                if hadoop_io:
+                    footer = c.footer_reader.readFooter(self._hadoop_conf, c.hadoop_path(location))
+                    metrics = c.parquet_util.footerMetrics(
+                        footer, c.empty_stream.empty(), metrics_config
+                    )
+                else:
+                    metrics = c.parquet_util.fileMetrics(source, metrics_config)
                 rows += int(metrics.recordCount())
                 files.append(
                     c.data_files.builder(spec)
@@ -300,10 +321,14 @@ class RowDeltaWriter:
             c.java_files.copy(c.java_file(staging).toPath(), stream)
         finally:
             stream.close()
-        metrics = c.parquet_util.fileMetrics(
-            c.files.localInput(staging), c.metrics_config.forTable(target.java)
-        )
-        return location, metrics
+        return location, self.local_metrics(staging, c.metrics_config.forTable(target.java))
+
+    def local_metrics(self, path: str, metrics_config: JavaObject) -> JavaObject:
+        """Iceberg's metrics of the local Parquet file ``path``, from its footer."""
+        c = self._iceberg
+        local = c.hadoop_path(f"file://{os.path.abspath(path)}")
+        footer = c.footer_reader.readFooter(self._hadoop_conf, local)
+        return c.parquet_util.footerMetrics(footer, c.empty_stream.empty(), metrics_config)
 
     def _data_file(
         self,
@@ -407,9 +432,7 @@ class RowDeltaWriter:
             path = os.path.join(folder, "warm.parquet")
             size = write_parquet(rows, path, {}, deletes=False)
             with spark_errors("warm up the row-delta writer"):
-                metrics = c.parquet_util.fileMetrics(
-                    c.files.localInput(path), c.metrics_config.getDefault()
-                )
+                metrics = self.local_metrics(path, c.metrics_config.getDefault())
                 spec = self._jvm.org.apache.iceberg.PartitionSpec.unpartitioned()
                 c.data_files.builder(spec).withPath(path).withFileSizeInBytes(size).withFormat(
                     c.parquet
