@@ -17,6 +17,11 @@ workload is written fast; binlake's side is what is timed). For each table count
    or past it (p50, p95, max); the lake's commits per second; and how long binlake takes to
    catch up once the workload stops (a backlog that grew shows there).
 
+5. ``commits`` (``--commit-threads 1,2,4,8``, the widest table count): where the catalog
+   saturates: ``--commit-rounds`` rounds of one one-row update per table, caught up in batches
+   of one round (a commit per table per batch), once per ``[applier] commit_threads`` value:
+   commits per second past the start.
+
 ``--verify`` runs `binlake verify` after each table count (its time is printed, not counted).
 
     .venv/bin/python bench/wide.py [--tables 1,200,500] [--transactions 100000] [--live-seconds 600]
@@ -100,8 +105,9 @@ class Tables:
             return i, f"INSERT INTO {table} VALUES ({key}, {key % 97}, 'new {key}')"
         at = rng.randrange(len(keys))
         if roll < 0.5:
+            key = keys[at]
             keys[at] = keys[-1]
-            key = keys.pop()
+            keys.pop()
             return i, f"DELETE FROM {table} WHERE id = {key}"
         return i, f"UPDATE {table} SET v = v + 1 WHERE id = {keys[at]}"
 
@@ -124,6 +130,12 @@ def run(command: list[str], log: Path) -> float:
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}); see {log}")
     return seconds
+
+
+def last_run(log: Path) -> str:
+    """What the last `binlake replicate` of ``log`` said it did (transactions, batches)."""
+    lines = [line for line in log.read_text().splitlines() if line.startswith("replicate: ")]
+    return lines[-1].removeprefix("replicate: ") if lines else "no summary line"
 
 
 def replicate(config: Path, log: Path) -> float:
@@ -197,15 +209,44 @@ def section_copy_start_oltp(
         say(
             f"oltp  {args.transactions:,} one-row transactions over {count} tables "
             f"(written in {written:.1f} s): caught up in {oltp_s:.1f} s "
-            f"({args.transactions / oltp_s:,.0f} transactions/s{ratio})"
+            f"({args.transactions / oltp_s:,.0f} transactions/s{ratio}; {last_run(log)})"
         )
         if not ref.oltp_s:
             ref.oltp_s = oltp_s
     if args.live_seconds and count in args.live_tables:
         section_live(args, sandbox, folder, config, tables)
+    if args.commit_threads and count == args.widest:
+        section_commits(args, sandbox, folder, tables, start_s)
     if args.verify:
         seconds = run([BINLAKE, "verify", "--config", str(config)], log)
         say(f"verify {count} tables: OK in {seconds:.1f} s")
+
+
+def section_commits(
+    args: argparse.Namespace, sandbox: MariaDBSandbox, folder: Path, tables: Tables, start_s: float
+) -> None:
+    """Where the catalog saturates: ``--commit-rounds`` rounds of one one-row update per table,
+    caught up with batches of one round each (``max_transactions`` = the table count: a commit
+    per table per batch), once per ``commit_threads`` of ``--commit-threads``; commits per
+    second over the run less the start with nothing to do (``start_s``)."""
+    log = folder / "commits.log"
+    for threads in args.commit_threads:
+        applier = f"max_transactions = {tables.count}\ncommit_threads = {threads}\n"
+        config = write_config(
+            folder, sandbox, database=tables.database, applier=applier, extra=args.config_extra
+        )
+        with multi_statements(sandbox) as conn, conn.cursor() as cur:
+            for _ in range(args.commit_rounds):
+                for i, name in enumerate(tables.names()):
+                    key = tables.keys[i][0]
+                    _send(cur, [f"UPDATE {tables.database}.{name} SET v = v + 1 WHERE id = {key}"])
+        seconds = replicate(config, log)
+        commits = args.commit_rounds * tables.count
+        say(
+            f"commits {commits:,} over {tables.count} tables, commit_threads {threads}: "
+            f"{seconds:.1f} s ({commits / max(seconds - start_s, 0.1):.1f} commits/s past the "
+            f"start's {start_s:.1f} s; {last_run(log)})"
+        )
 
 
 @dataclass
@@ -338,6 +379,13 @@ def main() -> None:
     )
     parser.add_argument("--live-rate", type=float, default=2000.0)
     parser.add_argument("--live-warmup-s", type=float, default=30.0)
+    parser.add_argument(
+        "--commit-threads",
+        type=lambda s: [int(n) for n in s.split(",")],
+        default=[],
+        help="commit_threads values for the commits section (the widest table count), e.g. 1,2,4,8",
+    )
+    parser.add_argument("--commit-rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--verify", action="store_true")
     parser.add_argument(
@@ -350,6 +398,7 @@ def main() -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE.append(args.profile)
     counts = [int(n) for n in args.tables.split(",")]
+    args.widest = max(counts)
     work = Path(tempfile.mkdtemp(prefix="binlake-wide-"))
     say(f"work folder {work}; cores {os.cpu_count()}")
     reference = Reference()

@@ -330,3 +330,18 @@ def test_a_batch_stays_open_as_long_as_the_last_batch_took_to_commit_up_to_max_l
     builder.pace(60.0)  # never longer than max_lag_s
     builder.add(third, 300.0)  # type: ignore[arg-type]
     assert not builder.due(309.9) and builder.due(310.0)
+
+
+def test_a_batch_of_old_transactions_stays_open_until_max_lag_while_binlake_catches_up() -> None:
+    """A batch whose newest transaction was committed on the source more than max_lag_s ago
+    (a backlog) is due only once it has been open max_lag_s; a fresh one after max_seconds."""
+    log = RelayLog()
+    log.rows(insert(ORDERS))  # type: ignore[arg-type]
+    (unit,) = units(log)
+    builder = BatchBuilder(Bounds(max_transactions=100, max_seconds=2.0, max_lag_s=10.0))
+    builder.add(unit, 100.0)  # type: ignore[arg-type]
+    committed = unit.group.group.events[-1].header.timestamp  # type: ignore[attr-defined]
+    assert builder.due(102.0, wall=committed + 1.0)  # live: max_seconds
+    assert not builder.due(102.0, wall=committed + 3600.0)  # an hour behind: keep reading
+    assert not builder.due(109.9, wall=committed + 3600.0)
+    assert builder.due(110.0, wall=committed + 3600.0)  # but never longer than max_lag_s

@@ -136,11 +136,13 @@ class Applier:
 
     def _read(self, durable: RelayPosition) -> bool:
         """Read up to ``durable``, committing each batch completed; False: a stop was
-        requested."""
+        requested. While the relay log holds more than it has read, the open batch ends by its
+        size bounds only (``[applier] max_transactions``, ``max_bytes``): every change read then
+        is late already, and a batch costs a commit per table it changes; the loop cuts it by
+        time once the reading has reached the durable end (``Reading.due``)."""
         with closing(self.reading.groups(durable)) as groups:
             for group in groups:
                 self._commit(self.reading.take(group))
-                self._commit(self.reading.due())
                 if self.stop.requested:
                     return False
         self.reading.read_all()

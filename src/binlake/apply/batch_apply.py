@@ -147,9 +147,12 @@ class BatchApplier:
 
     def _rows(self, batch: Batch, properties: dict[str, str]) -> BatchResult:
         result = BatchResult()
+        touched = units_by_table(batch)
+        needed = (s for s, units in touched.items() if self._may_change(s, units))
+        self.lake.load(needed, self._commits.workers)  # first uses read side by side
         commits: BatchCommits[tuple[TableName, int, Write]] = self._commits.batch()
         with commits:
-            for source, units in units_by_table(batch).items():
+            for source, units in touched.items():
                 attempt = partial(self._table_rows, batch, source, units, properties, commits)
                 self.lake.committing(source, attempt)
         changed: dict[str, list[TableName]] = {}
@@ -180,10 +183,7 @@ class BatchApplier:
         tables' changes are planned and other tables' commits run). Nothing is queued when the
         table had everything already; a table the lake's positions say has every unit is not
         even read from the catalog (a restart re-reads its relay file from the checkpoint)."""
-        if self.copy_holds.holds(source):
-            return  # applied once its copy is done, from the copy's position
-        known = self.lake.known_position(source)
-        if known is not None and not any(is_new_for(u.position, known) for u in units):
+        if not self._may_change(source, units):
             return
         table = self.lake.table(source)
         changes: Changes | None = None
@@ -209,6 +209,21 @@ class BatchApplier:
             return source, done.changes, write
 
         commits.submit(source, commit)
+
+    def _holds_since(self, table: TableName, position: SourcePosition) -> bool:
+        """Whether ``table``'s lake table is known (without reading the catalog) to hold a
+        position at or after ``position``: it was made after a DDL there (a restart replays
+        the CREATE TABLE of every table an initial copy made)."""
+        known = self.lake.known_position(table)
+        return known is not None and not is_new_for(position, known)
+
+    def _may_change(self, source: TableName, units: list[Unit]) -> bool:
+        """Whether ``units`` may bring ``source``'s table something: it is not held for its
+        copy, and its known position (``Lake.known_position``) does not cover them all."""
+        if self.copy_holds.holds(source):
+            return False  # applied once its copy is done, from the copy's position
+        known = self.lake.known_position(source)
+        return known is None or any(is_new_for(u.position, known) for u in units)
 
     def _feed(
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, group: RelayGroup
@@ -289,6 +304,8 @@ class BatchApplier:
                 result.committed[action.table] += 0
         elif isinstance(action, RenameLakeTable):
             self._rename(action, statement, position, properties, result)
+        elif isinstance(action, ClaimTableName) and self._holds_since(action.table, position):
+            return  # the lake table of that name is the one made after this CREATE (a copy)
         else:
             self._run(action, position, properties)
             gone = action.table

@@ -274,6 +274,12 @@ class Batch:
     shapes: dict[TableName, TableMap] = field(default_factory=dict)
 
     @property
+    def source_time(self) -> int:
+        """When its newest transaction was committed on the source (seconds since the epoch,
+        the last event's header)."""
+        return self.last.group.events[-1].header.timestamp
+
+    @property
     def is_ddl(self) -> bool:
         return len(self.units) == 1 and self.units[0].kind is UnitKind.DDL
 
@@ -348,10 +354,22 @@ class BatchBuilder:
         ``max_lag_s`` when that is longer."""
         return max(self.bounds.max_seconds, min(self._pace_s, self.bounds.max_lag_s))
 
-    def due(self, now: float) -> bool:
-        """The open batch has been open for ``open_s``."""
+    def due(self, now: float, wall: float | None = None) -> bool:
+        """The open batch has been open for ``open_s``; but while it holds a backlog (its
+        newest transaction was committed on the source more than ``max_lag_s`` before the
+        wall clock ``wall``: binlake is catching up), only once it is ``overdue``: every
+        change in it is late already, and fewer, larger batches catch up sooner."""
         batch = self._open
-        return batch is not None and now - batch.started >= self.open_s
+        if batch is None or now - batch.started < self.open_s:
+            return False
+        behind = wall is not None and wall - batch.source_time > self.bounds.max_lag_s
+        return not behind or self.overdue(now)
+
+    def overdue(self, now: float) -> bool:
+        """The open batch has been open for ``max_lag_s`` (or ``max_seconds``, if longer)."""
+        batch = self._open
+        limit = max(self.bounds.max_seconds, self.bounds.max_lag_s)
+        return batch is not None and now - batch.started >= limit
 
     def flush(self) -> list[Batch]:
         batch, self._open = self._open, None

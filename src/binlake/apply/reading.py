@@ -145,9 +145,10 @@ class Reading:
 
     def due(self) -> list[Batch]:
         """The open batch, once it has been open for ``[applier] max_seconds`` (longer when
-        the batch before took longer to commit: ``BatchBuilder.pace``)."""
+        the batch before took longer to commit, ``BatchBuilder.pace``; up to ``max_lag_s``
+        while it holds a backlog: ``BatchBuilder.due``)."""
         builder = self.batching.builder
-        return builder.flush() if builder.due(time.monotonic()) else []
+        return builder.flush() if builder.due(time.monotonic(), time.time()) else []
 
     def flush(self) -> list[Batch]:
         """The open batch, whatever its age."""

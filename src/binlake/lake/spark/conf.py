@@ -29,15 +29,26 @@ def configured_catalog_uri(conf: Mapping[str, str]) -> tuple[str | None, str | N
     return found.pop() if len(found) == 1 else (None, None)
 
 
+#: The configuration of the context read last: a ``SparkContext``'s configuration does not
+#: change once it runs, and reading it whole is hundreds of Py4J round trips.
+_read: tuple[SparkContext, dict[str, str]] | None = None
+
+
 def running_conf() -> dict[str, str]:
     """The running session's Spark configuration ({} when none runs, or the JVM is gone)."""
+    global _read
     context = SparkContext._active_spark_context
     if context is None:
         return {}
+    known = _read
+    if known is not None and known[0] is context:
+        return dict(known[1])
     try:
-        return dict(context.getConf().getAll())
+        conf = dict(context.getConf().getAll())
     except Exception:  # the JVM may already be gone; the error is still typed without it
         return {}
+    _read = (context, conf)
+    return dict(conf)
 
 
 def session_warehouse() -> str | None:

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from binlake.binlog.names import TableName
 from binlake.lake.schema.iceberg_json import lake_schema_of_json
-from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.errors import spark_error, spark_errors
 from binlake.typemap import LakeSchema
 
 
@@ -80,6 +80,28 @@ def table_property(spark: SparkSession, table: str, key: str) -> str | None:
     with spark_errors(f"read the properties of {table}", table=table):
         value = load_table(spark, table).properties().get(key)
     return None if value is None else str(value)
+
+
+#: What loading a table the catalog does not have says (Spark's error class, Iceberg's).
+NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "NoSuchTableException")
+
+
+def lake_schema_if_exists(
+    spark: SparkSession, table: str, source_table: TableName
+) -> LakeSchema | None:
+    """``read_lake_schema``, or None when the catalog has no table ``table``: one load of the
+    table where asking first whether it exists loads it twice."""
+    try:
+        java = load_table(spark, table)
+    except Exception as error:  # a missing table is the common case of a new one: no typing
+        if any(mark in str(error) for mark in NOT_FOUND) or not table_exists(spark, table):
+            return None
+        raise spark_error(error, f"read the schema of {table}", str(source_table)) from error
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    with spark_errors(f"read the schema of {table}", table=str(source_table)):
+        text = str(jvm.org.apache.iceberg.SchemaParser.toJson(java.schema()))
+    return lake_schema_of_json(json.loads(text), source_table)
 
 
 def read_lake_schema(spark: SparkSession, table: str, source_table: TableName) -> LakeSchema:

@@ -12,12 +12,17 @@ that exists already is left as it is (``CREATE TABLE IF NOT EXISTS``).
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from binlake.binlog.names import TableName
 from binlake.config.layout import TableLayout
-from binlake.lake.schema.iceberg_json import table_json
+from binlake.lake.catalog.target import LakeTarget
+from binlake.lake.schema.iceberg_json import lake_schema_of_json, table_json
+from binlake.lake.schema.sql import TABLE_PROPERTIES, create_table_statements, quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import split_name
 from binlake.typemap import LakeSchema
@@ -37,6 +42,49 @@ def creates_through_api(spark: SparkSession, catalog: str) -> bool:
         return str(plugin.getClass().getName()) in ICEBERG_PLUGINS
 
 
+class TableMaker:
+    """Makes the Iceberg tables of one target: each namespace once (tables of one namespace may
+    be made on several threads), each table in one catalog call, or with Spark SQL's statements
+    where the catalog is not Iceberg's."""
+
+    def __init__(self, spark: SparkSession, target: LakeTarget) -> None:
+        self.spark, self.target = spark, target
+        self._lock = threading.Lock()
+        #: Namespaces this process made sure of.
+        self._namespaces: set[str] = set()
+        #: Whether the catalog is Iceberg's (None: not looked up yet).
+        self._api: bool | None = None
+
+    def forget(self) -> None:
+        """Make sure of each namespace again (another process may have dropped it)."""
+        with self._lock:
+            self._namespaces.clear()
+
+    def make(self, name: str, source: TableName, schema: LakeSchema) -> LakeSchema | None:
+        """The Iceberg table ``name`` of ``source`` with ``schema`` and its layout, unless it
+        exists; the schema it was made with when made through the catalog's API (else the
+        caller reads it from the table)."""
+        parts = self.target.identifier(source)
+        namespace = ".".join(quote(p) for p in (self.target.catalog, *parts[:-1]))
+        with self._lock:
+            if namespace not in self._namespaces:
+                self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", source)
+                self._namespaces.add(namespace)
+            if self._api is None:
+                self._api = creates_through_api(self.spark, self.target.catalog)
+        layout = self.target.layouts.get(source)
+        if self._api:
+            made = create_table(self.spark, name, schema, layout, TABLE_PROPERTIES, str(source))
+            return None if made is None else lake_schema_of_json(json.loads(made), source)
+        for statement in create_table_statements(name, schema, layout=layout):
+            self._sql(statement, source)
+        return None
+
+    def _sql(self, statement: str, source: TableName) -> None:
+        with spark_errors(statement, str(source)):
+            self.spark.sql(statement)
+
+
 def create_table(
     spark: SparkSession,
     name: str,
@@ -44,9 +92,10 @@ def create_table(
     layout: TableLayout | None,
     properties: Mapping[str, str],
     table: str,
-) -> bool:
+) -> str | None:
     """Create the Iceberg table ``name`` (a Spark SQL name ``catalog.namespace.table``) unless
-    it exists; whether it was created (``table``: for messages)."""
+    it exists; the JSON of its schema as created, None when it existed (``table``: for
+    messages)."""
     if layout is not None:
         layout.check(c.name for c in schema.columns)
     jvm = spark.sparkContext._jvm
@@ -69,12 +118,12 @@ def create_table(
         for key, value in {**properties, **_ordered(layout)}.items():
             builder = builder.withProperty(key, value)
         try:
-            builder.create()
+            made = builder.create()
         except Exception as error:
             if ALREADY_EXISTS in str(error):
-                return False
+                return None
             raise
-    return True
+        return str(iceberg.SchemaParser.toJson(made.schema()))
 
 
 def _ordered(layout: TableLayout | None) -> dict[str, str]:

@@ -28,8 +28,8 @@ runs.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
@@ -65,7 +65,6 @@ from binlake.lake.schema.evolution import (
     shape,
     target_schema,
 )
-from binlake.lake.schema.sql import TABLE_PROPERTIES, create_table_statements, quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.frames import dataframe_from_arrow
 from binlake.lake.spark.lineage import (
@@ -74,10 +73,10 @@ from binlake.lake.spark.lineage import (
     newest_binlake_summary,
     spark_lake_tables,
 )
-from binlake.lake.spark.lookup import read_lake_schema, table_exists
+from binlake.lake.spark.lookup import lake_schema_if_exists, read_lake_schema
 from binlake.lake.spark.types import spark_schema
 from binlake.lake.tables.actions import drop_table
-from binlake.lake.tables.create import create_table, creates_through_api
+from binlake.lake.tables.create import TableMaker
 from binlake.lake.write.changes import ChangeLog, KeyedChanges
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.lake.write.keyed import KeyedWriter
@@ -181,11 +180,7 @@ class Lake:
         #: Each table's ``exact_from``, read with the applied positions.
         self._bounds: dict[TableName, SourcePosition | None] = {}
         self._keyed = KeyedWriter(spark)
-        #: Whether tables are created through Iceberg's catalog API (None: not looked up yet).
-        self._api_creates: bool | None = None
-        #: Namespaces this process made sure of (``_create``).
-        self._namespaces: set[str] = set()
-        self._namespace_lock = threading.Lock()
+        self._maker = TableMaker(spark, target)
 
     # ---- what the lake holds -------------------------------------------------------------
 
@@ -215,7 +210,7 @@ class Lake:
         """Read again, from the catalog, what each table holds: its applied position and its
         schema (after a catalog failure mid-batch, a commit may or may not have landed, and a
         schema change may have). Pending DDL is kept: it is the relay log's, not the lake's."""
-        self._namespaces.clear()
+        self._maker.forget()
         self.read_applied()
         for source, table in self._tables.items():
             fresh = self._load(source)
@@ -235,6 +230,23 @@ class Lake:
         """Replicated source tables with an Iceberg table (for DROP DATABASE)."""
         return sorted({*self._applied, *(s for s, t in self._tables.items() if t.schema)})
 
+    def load(self, sources: Iterable[TableName], threads: int) -> None:
+        """Read the tables of ``sources`` not read yet, on ``threads`` threads side by side (a
+        batch's first use of hundreds of tables)."""
+        missing = [s for s in dict.fromkeys(sources) if s not in self._tables]
+        if len(missing) < 2 or threads < 2:
+            return
+        with ThreadPoolExecutor(threads, thread_name_prefix="binlake-load") as pool:
+            loaded = list(pool.map(self._load, missing))
+        for source, table in zip(missing, loaded, strict=True):
+            self._tables.setdefault(source, table)
+
+    def new_table(self, source: TableName) -> LakeTable:
+        """The table of ``source``, known to have no Iceberg table (a copy found none): not
+        read from the catalog; ``prepare`` creates it."""
+        table = self._tables[source] = LakeTable(source, self.target.lake_table(source))
+        return table
+
     def table(self, source: TableName) -> LakeTable:
         """The table of ``source`` (its Iceberg schema read on first use)."""
         table = self._tables.get(source)
@@ -245,8 +257,9 @@ class Lake:
     def _load(self, source: TableName) -> LakeTable:
         name = self.target.lake_table(source)
         table = LakeTable(source, name)
-        if table_exists(self.spark, name):
-            table.schema = read_lake_schema(self.spark, name, source)
+        schema = lake_schema_if_exists(self.spark, name, source)
+        if schema is not None:
+            table.schema = schema
             table.hint_names = _comment_hints(table.schema)
             if source in self._applied:
                 table.applied = self._applied[source]
@@ -283,7 +296,7 @@ class Lake:
         """Read every table from the catalog again when it is next needed (as at a start)."""
         self._tables.clear()
         self._applied.clear()
-        self._namespaces.clear()
+        self._maker.forget()
 
     def renamed(self, old: TableName, new: TableName) -> None:
         """``old``'s Iceberg table is now ``new``'s (renamed with its snapshots, or copied);
@@ -326,9 +339,10 @@ class Lake:
         key = self.key_columns.get(table.source)
         before = table.schema
         changed = before is None
+        made: LakeSchema | None = None
         if before is None:
             schema = target_schema(table_map, hints=table.hints(table_map), key_columns=key)
-            self._create(table, schema)
+            made = self._maker.make(table.name, table.source, schema)
         else:
             changes = plan_evolution(
                 before,
@@ -339,7 +353,7 @@ class Lake:
             )
             changed = self._evolve(table, changes)
         if changed:
-            self._reread(table)  # else the table is as it was last read
+            self._reread(table, made)  # else the table is as it was last read
         had_ddl = bool(table.pending_ddl)
         if before is not None:
             self._pending_backfills(table, before)
@@ -359,8 +373,9 @@ class Lake:
             self._sql(statement, str(table.source))
         return bool(statements)
 
-    def _reread(self, table: LakeTable) -> None:
-        table.schema = read_lake_schema(self.spark, table.name, table.source)
+    def _reread(self, table: LakeTable, made: LakeSchema | None = None) -> None:
+        """The table's schema read again (``made``: as the catalog just made it)."""
+        table.schema = made or read_lake_schema(self.spark, table.name, table.source)
         table.hint_names = {**table.hint_names, **_comment_hints(table.schema)}
 
     # ---- ALTER TABLE when it is applied -------------------------------------------------------
@@ -487,24 +502,6 @@ class Lake:
         else:
             learned = self.source_hints.for_table(table_map.schema, table_map.table)
         table.hint_names = {**learned, **table.hint_names}
-
-    def _create(self, table: LakeTable, schema: LakeSchema) -> None:
-        parts = self.target.identifier(table.source)
-        namespace = ".".join(quote(p) for p in (self.target.catalog, *parts[:-1]))
-        with self._namespace_lock:  # tables of one namespace may be made on several threads
-            if namespace not in self._namespaces:
-                self._sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}", str(table.source))
-                self._namespaces.add(namespace)
-        layout = self.target.layouts.get(table.source)
-        if self._api_creates is None:
-            self._api_creates = creates_through_api(self.spark, self.target.catalog)
-        if self._api_creates:
-            create_table(
-                self.spark, table.name, schema, layout, TABLE_PROPERTIES, str(table.source)
-            )
-            return
-        for statement in create_table_statements(table.name, schema, layout=layout):
-            self._sql(statement, str(table.source))
 
     def _sql(self, statement: str, table: str) -> None:
         with spark_errors(statement, table):
