@@ -42,6 +42,7 @@ from binlake.lake.catalog.metadata import CATALOG_FILE, catalog_rows, load_metad
 from binlake.lake.schema.iceberg_json import lake_schema_of_json
 from binlake.lake.schema.sql import table_name
 from binlake.lake.spark.runtime import cache_root
+from binlake.storage.lock import folder_lock
 from binlake.typemap import IcebergType, LakeColumn
 from binlake.verify.canonical import (
     VerifyColumn,
@@ -278,8 +279,12 @@ def duckdb_connection() -> Any:
             "autoload_known_extensions": False,
         }
     )
+    # Two DuckDBs installing into one folder at once collide on its temporary files (an
+    # IOException, seen with four processes): the test processes take turns.
+    with folder_lock(folder, ".install.lock"):
+        for name in DUCKDB_EXTENSIONS:
+            import_extension(name, con=connection)
     for name in DUCKDB_EXTENSIONS:
-        import_extension(name, con=connection)
         connection.execute(f"LOAD {name}")
     return connection
 
