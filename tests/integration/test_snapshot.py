@@ -182,11 +182,20 @@ FULL_IMAGE_CHANGES = (
     "UPDATE pair SET w = -w WHERE a = 3",
     "DELETE FROM pair WHERE a = 4",
 )
+#: Fresh keys (past any the writer makes), every column's values far from the copy's: a row
+#: delta of one data file that binlake writes itself (pyarrow), with no delete file.
+FRESH_ROWS = (
+    "INSERT INTO big SELECT seq, CONCAT('fresh ', seq), seq / 3 - 500000, "
+    "'2031-05-06 07:08:09.123456' + INTERVAL seq SECOND, 18446744073709551615 - seq "
+    "FROM seq_1000001_to_1000300"
+)
 #: One transaction under ``binlog_row_image = MINIMAL``: images without every column, which
-#: binlake commits by MERGE, whose deletes are position deletes.
+#: binlake commits by MERGE, whose deletes are position deletes (in the compacted file and in
+#: the fresh rows' file).
 MINIMAL_IMAGE_CHANGES = (
-    "UPDATE big SET v = 'minimal', at = '2030-01-01 00:00:00.5' WHERE id % 997 = 5",
-    "DELETE FROM big WHERE id % 997 = 6",
+    "UPDATE big SET v = 'minimal', at = '2030-01-01 00:00:00.5' "
+    "WHERE id % 997 = 5 OR id IN (1000010, 1000020)",
+    "DELETE FROM big WHERE id % 997 = 6 OR id = 1000030",
 )
 
 
@@ -209,9 +218,9 @@ def run_transaction(source: MariaDBSandbox, database: str, *statements: str) -> 
 @pytest.fixture(scope="module")
 def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> ReadWorld:
     """Both keyed tables take updates and deletes (equality deletes); `binlake maintain`
-    compacts ``big`` (its compaction and pruning: no delete file left), then updates and
-    deletes under MINIMAL row images give ``big`` MERGE's position deletes. ``pair`` keeps
-    its equality deletes."""
+    compacts ``big`` (its compaction and pruning: no delete file left), fresh rows add a data
+    file of binlake's own, then updates and deletes under MINIMAL row images give ``big``
+    MERGE's position deletes. ``pair`` keeps its equality deletes."""
     database, config = live_copy.database, live_copy.config
     run_transaction(source, database, *FULL_IMAGE_CHANGES)
     replicate_in_process(config, spark)
@@ -220,6 +229,8 @@ def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> Re
     console = Console(io.StringIO(), live=False)
     maintainer = Maintainer(load_config(maintain), spark, console)  # type: ignore[arg-type]
     maintainer.maintain(TableName(database, "big"), orphans_due=False)
+    run_transaction(source, database, FRESH_ROWS)
+    replicate_in_process(config, spark)
     minimal = "SET SESSION binlog_row_image = 'MINIMAL'"
     run_transaction(source, database, minimal, *MINIMAL_IMAGE_CHANGES)
     replicate_in_process(config, spark)
@@ -234,12 +245,14 @@ def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> Re
 def test_a_copied_then_streamed_table_with_position_deletes_reads_as_the_source(
     read_world: ReadWorld, spark: object, reader: str
 ) -> None:
-    """Copied, streamed, compacted by `binlake maintain`, then changed by MERGE: with position
-    delete files live (and no equality delete), Spark, PyIceberg and DuckDB read the source's
-    rows, every value exact."""
+    """Copied, streamed, compacted by `binlake maintain`, given fresh rows by a row delta, then
+    changed by MERGE: with position delete files live (and no equality delete) in Spark's files
+    and binlake's own, Spark, PyIceberg and DuckDB read the source's rows, every value exact."""
     table = read_world.big
     deletes = delete_files(spark, table)
     assert deletes["position"] >= 1 and deletes["equality"] == 0, deletes
+    files = spark.sql(f"SELECT file_path FROM {table.spark_name}.data_files").collect()  # type: ignore[attr-defined]
+    assert any(r[0].endswith("-data.parquet") for r in files), "a row delta's data file is live"
     got = read_rows(reader, table, spark)
     problem = differences(reader, table, got, read_world.source_rows["big"])
     assert not problem, problem
