@@ -30,6 +30,7 @@ which names the reader and the table: a test fails, it is never skipped.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Context, Decimal, Inexact
@@ -253,12 +254,17 @@ def _pyiceberg_rows(table: WarehouseTable, columns: Sequence[LakeColumn], _spark
 def _duckdb_rows(table: WarehouseTable, columns: Sequence[LakeColumn], _spark: Any) -> list[Row]:
     location = str(local_path(table.metadata_location()))
     select = ", ".join(_duckdb_expression(c) for c in columns)
-    connection = duckdb_connection()
-    try:
-        statement = f"SELECT {select} FROM iceberg_scan({_sql_text(location)})"
-        return [tuple(r) for r in connection.execute(statement).fetchall()]
-    finally:
-        connection.close()
+    statement = f"SELECT {select} FROM iceberg_scan({_sql_text(location)})"
+    with _shared_duckdb().cursor() as cursor:
+        return [tuple(r) for r in cursor.execute(statement).fetchall()]
+
+
+@functools.cache
+def _shared_duckdb() -> Any:
+    """This process's DuckDB (loading the extensions takes about 0.2 s a connection); each
+    read takes a cursor of its own. A metadata file is one version of a table, so nothing a
+    read sees is stale for the next."""
+    return duckdb_connection()
 
 
 def duckdb_connection() -> Any:

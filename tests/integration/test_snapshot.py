@@ -5,7 +5,7 @@ exactly-once check of each table's history (chunk commits of a copy never repeat
 it are strictly after its position). The live copy's keyed tables, changed again, are also read
 through Spark, PyIceberg and DuckDB (``binlake_dev.readers``) and compared with the source row
 for row: with position deletes live after `binlake maintain`, and with equality deletes, which
-PyIceberg refuses.
+PyIceberg refuses; so are the type coverage workload's tables after their initial copy.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from replicate_testing import (
     run_binlake,
     start_replicate,
 )
+from type_workload import all_tables, run_workload
 
 #: Five chunks of `big`: the copy's shape; its size only makes the test slower.
 BIG_ROWS = 50_000
@@ -276,6 +277,41 @@ def test_pyiceberg_refuses_a_table_with_equality_deletes(
     ) as caught:
         read_rows("pyiceberg", table, spark)
     assert caught.value.reader == "pyiceberg" and caught.value.table == table
+
+
+@pytest.fixture(scope="module")
+def copied_types(
+    tmp_path_factory: pytest.TempPathFactory, source: MariaDBSandbox, spark: object
+) -> list[tuple[WarehouseTable, list[tuple[Any, ...]]]]:
+    """The type coverage workload (every mapped type: NULLs, zero dates, DECIMAL(65,30),
+    charsets, blobs, geometry, UUID and INET...) written before binlake starts, then copied by
+    the initial snapshot: each table is chunk files binlake wrote itself, no delete file. Each
+    table with the source's rows."""
+    database = "snap_types"
+    source.execute(f"CREATE DATABASE {database}")
+    tables = all_tables()
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        run_workload(cursor, database, tables)
+    config = snapshot_config(tmp_path_factory.mktemp("snap-types"), source, spark, database)
+    replicate_in_process(config, spark)
+    warehouse = lake_warehouse(spark)
+    out = []
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        for table in tables:
+            located = WarehouseTable(warehouse, "lake", database, table.name)
+            out.append((located, source_rows(cursor, database, table.name, located.columns())))
+    return out
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_type_copied_by_the_initial_snapshot_reads_as_the_source_in_every_reader(
+    copied_types: list[tuple[WarehouseTable, list[tuple[Any, ...]]]], spark: object, reader: str
+) -> None:
+    for table, want in copied_types:
+        got = read_rows(reader, table, spark)
+        problem = differences(reader, table, got, want)
+        assert not problem, problem
+    assert sum(len(want) for _, want in copied_types) >= 20
 
 
 def chunk_commits(config_path: Path, spark: object, table: str) -> list[dict[str, str]]:
