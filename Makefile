@@ -4,7 +4,9 @@
 #                    driver of the embedded catalog, PostgreSQL server and its JDBC driver for the
 #                    JDBC catalog tests, FUSE 3 for the power-cut file system), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
-#                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches)
+#                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches,
+#                    and the tests' other readers of the lake: PyIceberg, DuckDB and its iceberg
+#                    and avro extensions, all from PyPI: dev/pyproject.toml)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
 #                    (python -m binlake.lake.spark.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite

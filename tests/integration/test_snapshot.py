@@ -2,33 +2,51 @@
 
 Every test ends with `binlake verify` (source and lake compared at one source position) and the
 exactly-once check of each table's history (chunk commits of a copy never repeat; batches after
-it are strictly after its position).
+it are strictly after its position). The live copy's keyed tables, changed again, are also read
+through Spark, PyIceberg and DuckDB (``binlake_dev.readers``) and compared with the source row
+for row: with position deletes live after `binlake maintain`, and with equality deletes, which
+PyIceberg refuses; so are the type coverage workload's tables after their initial copy.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from binlake.binlog.names import TableName
 from binlake.config import load_config
+from binlake.console import Console
 from binlake.errors import SourceConnectionLostError
 from binlake.lake.catalog.snapshot_progress import progress_of
 from binlake.lake.catalog.target import lake_target
 from binlake.lake.spark.lineage import Snapshot, current_lineage
+from binlake.maintain.runner import Maintainer
 from binlake.snapshot.cells import as_binary_view, locate
 from binlake.snapshot.result_set import TextResultReader
 from binlake.storage.snapshot_plan import SnapshotPlan
+from binlake_dev.readers import (
+    READERS,
+    UnreadableTableError,
+    WarehouseTable,
+    delete_files,
+    differences,
+    read_rows,
+    source_rows,
+)
 from binlake_dev.sandbox import MariaDBSandbox
 from lake_builder import as_table
 from lake_targets import TargetSetup
+from maintain_testing import maintaining_only
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -39,6 +57,7 @@ from replicate_testing import (
     run_binlake,
     start_replicate,
 )
+from type_workload import all_tables, run_workload
 
 #: Five chunks of `big`: the copy's shape; its size only makes the test slower.
 BIG_ROWS = 50_000
@@ -109,12 +128,26 @@ class Writer(threading.Thread):
                 self.transactions += 1
 
 
-def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
-) -> None:
+@dataclass(frozen=True)
+class LiveCopy:
+    """``load_tables``' tables copied by the initial snapshot while a ``Writer`` changed them,
+    then what the writer did after the first run streamed: built once for the module."""
+
+    database: str
+    config: Path
+    #: The first run's output (the copy's progress lines).
+    first_output: str
+    transactions: int
+
+
+@pytest.fixture(scope="module")
+def live_copy(
+    tmp_path_factory: pytest.TempPathFactory, source: MariaDBSandbox, spark: object
+) -> LiveCopy:
     database = "snap_live"
     load_tables(source, database)
-    config = snapshot_config(tmp_path, source, spark, database)
+    folder = tmp_path_factory.mktemp("snap-live")
+    config = snapshot_config(folder, source, spark, database)
     writer = Writer(source, database)
     writer.start()
     try:
@@ -122,15 +155,163 @@ def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
     finally:
         writer.stop.set()
         writer.join()
-    assert writer.transactions > 0
     replicate_in_process(config, spark)  # streams what the writer did after the first run
+    return LiveCopy(database, config, first.output, writer.transactions)
+
+
+def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
+    live_copy: LiveCopy, spark: object
+) -> None:
+    database, config = live_copy.database, live_copy.config
+    assert live_copy.transactions > 0
     checked = assert_verify_passes(config, spark)
     assert sorted(checked) == [f"{database}.{t}" for t in ("big", "empty", "nokey", "pair")]
     assert_history_is_exactly_once(config, spark)
     assert SnapshotPlan(load_config(config).state.snapshot_plan_path).read() == {}
     chunks = chunk_commits(config, spark, f"{database}.big")
     assert len(chunks) >= BIG_ROWS // CHUNK_ROWS
-    assert "snapshot: snap_live.big:" in first.output  # progress lines per chunk
+    assert "snapshot: snap_live.big:" in live_copy.first_output  # progress lines per chunk
+
+
+# ---- the copied and streamed tables through other readers -------------------------------------
+
+#: One transaction of updates and deletes in both keyed tables: row deltas, whose deletes are
+#: equality deletes (until binlake writes position deletes: issue 36).
+FULL_IMAGE_CHANGES = (
+    "UPDATE big SET v = CONCAT(v, '~'), n = -n WHERE id % 997 = 1",
+    "DELETE FROM big WHERE id % 997 = 2",
+    "UPDATE pair SET w = -w WHERE a = 3",
+    "DELETE FROM pair WHERE a = 4",
+)
+#: Fresh keys (past any the writer makes), every column's values far from the copy's: a row
+#: delta of one data file that binlake writes itself (pyarrow), with no delete file.
+FRESH_ROWS = (
+    "INSERT INTO big SELECT seq, CONCAT('fresh ', seq), seq / 3 - 500000, "
+    "'2031-05-06 07:08:09.123456' + INTERVAL seq SECOND, 18446744073709551615 - seq "
+    "FROM seq_1000001_to_1000300"
+)
+#: One transaction under ``binlog_row_image = MINIMAL``: images without every column, which
+#: binlake commits by MERGE, whose deletes are position deletes (in the compacted file and in
+#: the fresh rows' file).
+MINIMAL_IMAGE_CHANGES = (
+    "UPDATE big SET v = 'minimal', at = '2030-01-01 00:00:00.5' "
+    "WHERE id % 997 = 5 OR id IN (1000010, 1000020)",
+    "DELETE FROM big WHERE id % 997 = 6 OR id = 1000030",
+)
+
+
+@dataclass(frozen=True)
+class ReadWorld:
+    """``live_copy``'s keyed tables changed again, and the source's rows of each."""
+
+    big: WarehouseTable
+    pair: WarehouseTable
+    source_rows: dict[str, list[tuple[Any, ...]]]
+
+
+def run_transaction(source: MariaDBSandbox, database: str, *statements: str) -> None:
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+        conn.commit()
+
+
+@pytest.fixture(scope="module")
+def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> ReadWorld:
+    """Both keyed tables take updates and deletes (equality deletes); `binlake maintain`
+    compacts ``big`` (its compaction and pruning: no delete file left), fresh rows add a data
+    file of binlake's own, then updates and deletes under MINIMAL row images give ``big``
+    MERGE's position deletes. ``pair`` keeps its equality deletes."""
+    database, config = live_copy.database, live_copy.config
+    run_transaction(source, database, *FULL_IMAGE_CHANGES)
+    replicate_in_process(config, spark)
+    maintain = config.with_name("maintain.toml")
+    maintain.write_text(config.read_text() + maintaining_only("compact"))
+    console = Console(io.StringIO(), live=False)
+    maintainer = Maintainer(load_config(maintain), spark, console)  # type: ignore[arg-type]
+    maintainer.maintain(TableName(database, "big"), orphans_due=False)
+    run_transaction(source, database, FRESH_ROWS)
+    replicate_in_process(config, spark)
+    minimal = "SET SESSION binlog_row_image = 'MINIMAL'"
+    run_transaction(source, database, minimal, *MINIMAL_IMAGE_CHANGES)
+    replicate_in_process(config, spark)
+    warehouse = lake_warehouse(spark)
+    tables = {t: WarehouseTable(warehouse, "lake", database, t) for t in ("big", "pair")}
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        rows = {t: source_rows(cursor, database, t, tables[t].columns()) for t in tables}
+    return ReadWorld(tables["big"], tables["pair"], rows)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_copied_then_streamed_table_with_position_deletes_reads_as_the_source(
+    read_world: ReadWorld, spark: object, reader: str
+) -> None:
+    """Copied, streamed, compacted by `binlake maintain`, given fresh rows by a row delta, then
+    changed by MERGE: with position delete files live (and no equality delete) in Spark's files
+    and binlake's own, Spark, PyIceberg and DuckDB read the source's rows, every value exact."""
+    table = read_world.big
+    deletes = delete_files(spark, table)
+    assert deletes["position"] >= 1 and deletes["equality"] == 0, deletes
+    files = spark.sql(f"SELECT file_path FROM {table.spark_name}.data_files").collect()  # type: ignore[attr-defined]
+    assert any(r[0].endswith("-data.parquet") for r in files), "a row delta's data file is live"
+    got = read_rows(reader, table, spark)
+    problem = differences(reader, table, got, read_world.source_rows["big"])
+    assert not problem, problem
+
+
+def test_pyiceberg_refuses_a_table_with_equality_deletes(
+    read_world: ReadWorld, spark: object
+) -> None:
+    """Spark and DuckDB apply equality deletes and read the source's rows; PyIceberg refuses
+    the table. Once binlake's row deltas delete by position (issue 36), ``pair`` has no
+    equality delete: this test then reads it through PyIceberg too."""
+    table = read_world.pair
+    deletes = delete_files(spark, table)
+    assert deletes["equality"] >= 1, deletes
+    for reader in ("spark", "duckdb"):
+        got = read_rows(reader, table, spark)
+        problem = differences(reader, table, got, read_world.source_rows["pair"])
+        assert not problem, problem
+    with pytest.raises(
+        UnreadableTableError, match="does not yet support equality deletes"
+    ) as caught:
+        read_rows("pyiceberg", table, spark)
+    assert caught.value.reader == "pyiceberg" and caught.value.table == table
+
+
+@pytest.fixture(scope="module")
+def copied_types(
+    tmp_path_factory: pytest.TempPathFactory, source: MariaDBSandbox, spark: object
+) -> list[tuple[WarehouseTable, list[tuple[Any, ...]]]]:
+    """The type coverage workload (every mapped type: NULLs, zero dates, DECIMAL(65,30),
+    charsets, blobs, geometry, UUID and INET...) written before binlake starts, then copied by
+    the initial snapshot: each table is chunk files binlake wrote itself, no delete file. Each
+    table with the source's rows."""
+    database = "snap_types"
+    source.execute(f"CREATE DATABASE {database}")
+    tables = all_tables()
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        run_workload(cursor, database, tables)
+    config = snapshot_config(tmp_path_factory.mktemp("snap-types"), source, spark, database)
+    replicate_in_process(config, spark)
+    warehouse = lake_warehouse(spark)
+    out = []
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        for table in tables:
+            located = WarehouseTable(warehouse, "lake", database, table.name)
+            out.append((located, source_rows(cursor, database, table.name, located.columns())))
+    return out
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_type_copied_by_the_initial_snapshot_reads_as_the_source_in_every_reader(
+    copied_types: list[tuple[WarehouseTable, list[tuple[Any, ...]]]], spark: object, reader: str
+) -> None:
+    for table, want in copied_types:
+        got = read_rows(reader, table, spark)
+        problem = differences(reader, table, got, want)
+        assert not problem, problem
+    assert sum(len(want) for _, want in copied_types) >= 20
 
 
 def chunk_commits(config_path: Path, spark: object, table: str) -> list[dict[str, str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,13 @@ from binlake.lake.spark.types import spark_schema
 from binlake.lake.tables.create import create_table
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.typemap import IcebergType, LakeSchema, lake_schema
+from binlake_dev.readers import (
+    READERS,
+    WarehouseTable,
+    differences,
+    normal_rows,
+    read_rows,
+)
 from binlog_fixtures import UTF8MB4, table_map
 from lake_tables import HINTS, LAKE_ROWS, NAMES, every_type_table_map
 
@@ -320,7 +327,20 @@ def test_a_lineage_read_runs_no_spark_job_and_shows_what_the_metadata_tables_sho
 # ---- exact values of every type ---------------------------------------------------------------
 
 
-def test_every_type_round_trips_exactly_through_iceberg(spark: SparkSession) -> None:
+@dataclass(frozen=True)
+class EveryType:
+    """A table of every mapped type, written once for the module: ``LAKE_ROWS`` through
+    binlake's Arrow path, then the same values once more through pyspark's row path under
+    ids + 10 (``rows``: both, in id order)."""
+
+    name: str
+    table: WarehouseTable
+    schema: LakeSchema
+    rows: tuple[tuple[Any, ...], ...]
+
+
+@pytest.fixture(scope="module")
+def every_type(spark: SparkSession) -> EveryType:
     schema = lake_schema(every_type_table_map(), HINTS)
     table = create(spark, schema)
     arrow = pa.Table.from_pylist(
@@ -328,19 +348,73 @@ def test_every_type_round_trips_exactly_through_iceberg(spark: SparkSession) -> 
     )
     frame = dataframe_from_arrow(spark, arrow, spark_schema(schema))
     append_with_commit_properties(frame, table, batch(1))
-    # The same values once more through pyspark's row path, under ids + 10.
-    again = [(row[0] + 10, *row[1:]) for row in LAKE_ROWS]
+    again = tuple((row[0] + 10, *row[1:]) for row in LAKE_ROWS)
     append_with_commit_properties(
-        spark.createDataFrame(again, spark_schema(schema)), table, batch(2)
+        spark.createDataFrame(list(again), spark_schema(schema)), table, batch(2)
     )
+    _, namespace, name = (part.strip("`") for part in table.split("."))
+    warehouse = Path(spark.conf.get("spark.sql.catalog.lake.warehouse"))
+    located = WarehouseTable(warehouse, "lake", namespace, name)
+    return EveryType(table, located, schema, (*LAKE_ROWS, *again))
 
-    got = _read_exact(spark, table, schema)
-    want = [_exact(schema, row) for row in (*LAKE_ROWS, *again)]
+
+def test_every_type_round_trips_exactly_through_iceberg(
+    spark: SparkSession, every_type: EveryType
+) -> None:
+    got = _read_exact(spark, every_type.name, every_type.schema)
+    want = [_exact(every_type.schema, row) for row in every_type.rows]
     assert [r[0] for r in got] == [r[0] for r in want]
     for got_row, want_row in zip(got, want, strict=True):
         for name, got_value, want_value in zip(NAMES, got_row, want_row, strict=True):
             assert (name, got_value) == (name, want_value)
-    assert latest_binlake_summary(spark, table) == batch(2)
+    assert latest_binlake_summary(spark, every_type.name) == batch(2)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_type_reads_back_exactly_through_every_reader(
+    spark: SparkSession, every_type: EveryType, reader: str
+) -> None:
+    """The same table through Spark, PyIceberg and DuckDB: every extreme value (year 1 and
+    9999 timestamps, DECIMAL(38,10) at both ends, float32 max, a 70,000-byte blob, EWKB,
+    NULLs) comes back as written, in the readers' common normal form."""
+    columns = every_type.table.columns()
+    want = normal_rows(columns, every_type.rows)
+    got = read_rows(reader, every_type.table, spark)
+    problem = differences(reader, every_type.table, got, want)
+    assert not problem, problem
+
+
+@pytest.fixture(scope="module")
+def format_3_table(spark: SparkSession) -> WarehouseTable:
+    """A format-version 3 table (binlake makes v2 ones; a user may upgrade) with deletion
+    vectors: a row deleted and one updated by merge-on-read, Spark's v3 way."""
+    namespace = f"t_{uuid.uuid4().hex[:10]}"
+    name = table_name("lake", [namespace], "dv")
+    modes = ", ".join(f"'write.{m}.mode' = 'merge-on-read'" for m in ("delete", "update"))
+    spark.sql(f"CREATE NAMESPACE lake.{namespace}")
+    spark.sql(
+        f"CREATE TABLE {name} (id INT, v STRING, at TIMESTAMP) USING iceberg "
+        f"TBLPROPERTIES ('format-version' = '3', {modes})"
+    )
+    spark.sql(f"INSERT INTO {name} VALUES (1, 'a', TIMESTAMP '2024-02-29 12:00:00 UTC'), "
+              "(2, 'b', NULL), (3, 'c', NULL), (4, 'd', NULL)")  # fmt: skip
+    spark.sql(f"DELETE FROM {name} WHERE id = 2")
+    spark.sql(f"UPDATE {name} SET v = 'C' WHERE id = 3")
+    warehouse = Path(spark.conf.get("spark.sql.catalog.lake.warehouse"))
+    return WarehouseTable(warehouse, "lake", namespace, "dv")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_deletion_vectors_of_a_format_3_table_are_applied_by_every_reader(
+    spark: SparkSession, format_3_table: WarehouseTable, reader: str
+) -> None:
+    formats = spark.sql(f"SELECT file_format FROM {format_3_table.spark_name}.delete_files")
+    assert {r[0] for r in formats.collect()} == {"PUFFIN"}, "deletion vectors, in Puffin files"
+    at = dt.datetime(2024, 2, 29, 12, tzinfo=dt.UTC)
+    want = normal_rows(format_3_table.columns(), [(1, "a", at), (3, "C", None), (4, "d", None)])
+    got = read_rows(reader, format_3_table, spark)
+    problem = differences(reader, format_3_table, got, want)
+    assert not problem, problem
 
 
 def _read_exact(spark: SparkSession, table: str, schema: LakeSchema) -> list[tuple[Any, ...]]:
