@@ -8,14 +8,14 @@ and the index names the table's snapshot and holds exactly its live rows.
   was removed) killed with the new file fsynced under its temporary name, or renamed into place
   with the folder not yet fsynced; the restart rebuilds it, or opens the renamed one, and one
   index file is left.
+
+One lineage kills at each point in turn (each restart recovers from the kill before it).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from binlake.config import load_config
 from binlake_dev.sandbox import MariaDBSandbox
@@ -71,10 +71,16 @@ def assert_exact(config: Path, spark: Any, table: str) -> None:
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
 
 
-def test_killed_after_a_row_delta_commit_before_its_index_update_the_restart_catches_up(
+def test_killed_at_each_key_index_step_the_restart_leaves_one_true_index(
     tmp_path: Path, source: MariaDBSandbox, spark: Any
 ) -> None:
-    database = "kic_update"
+    """One lineage, killed in turn: after a row delta's commit, before its index update (the
+    restart catches the index up: no rebuild); then, the index removed, while its rebuild puts
+    the new file in place, fsynced under its temporary name (the restart rebuilds it again,
+    and is killed once that one is renamed into place); the last restart opens it. After each
+    restart the table equals the source, no equality delete is live, and one index file is
+    left, holding exactly the table's live rows."""
+    database = "kic_lineage"
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
     workload(source, database, 2)
@@ -84,20 +90,12 @@ def test_killed_after_a_row_delta_commit_before_its_index_update_the_restart_cat
     restart = replicate_in_process(config, spark)
     assert "key index" not in restart.output, restart.output  # caught up, not rebuilt
     assert_exact(config, spark, table)
-
-
-@pytest.mark.parametrize("point", ["keyindex_after_rebuild_fsync", "keyindex_after_rebuild_rename"])
-def test_killed_while_a_rebuilt_index_is_put_in_place_the_restart_leaves_one_true_index(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any, point: str
-) -> None:
-    database = f"kic_{point.rsplit('_', 1)[1]}"
-    table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
     damage(index_path(config, spark, table), "missing")
-    workload(source, database, 2)
-    killed = run_until_killed(config, f"{point}:1", CRASH_TIMEOUT_S)
-    assert killed.returncode == -9, describe(killed)
-    workload(source, database, 3)
+    for step, point in ((4, "keyindex_after_rebuild_fsync"), (5, "keyindex_after_rebuild_rename")):
+        workload(source, database, step)
+        killed = run_until_killed(config, f"{point}:1", CRASH_TIMEOUT_S)
+        assert killed.returncode == -9, describe(killed)
+    workload(source, database, 6)
     replicate_in_process(config, spark)
     assert_exact(config, spark, table)
     folder = load_config(config).state.keyindex_dir

@@ -83,69 +83,78 @@ def replicated(
     return config
 
 
-def test_updates_and_deletes_are_position_deletes_and_the_index_holds_every_live_row(
+def test_position_deletes_follow_every_batch_and_a_damaged_or_foreign_index_is_rebuilt(
     tmp_path: Path, source: MariaDBSandbox, spark: Any
 ) -> None:
+    """Batches of updates, deletes, inserts and key moves: every delete is by position, the
+    index follows each batch (never rebuilt) and holds exactly the table's live rows. Then the
+    index file is damaged (bytes overwritten in its middle), then replaced by another table's:
+    each time the next batch rebuilds it, says so and counts it, and no row is wrong."""
     database = "ki_default"
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
+    run_sql(source, database, "CREATE TABLE other (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO other SELECT seq, seq FROM seq_1_to_300")  # fmt: skip
     assert_index_matches_the_table(spark, config, table)
-    for step in (1, 2):
-        churn(source, database, step)
-        run = replicate_in_process(config, spark)
-        assert "key index" not in run.output, run.output  # followed, never rebuilt
-        assert_index_matches_the_table(spark, config, table)
+    churn(source, database, 1)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output  # followed, never rebuilt
+    assert_index_matches_the_table(spark, config, table)
     newest = current_lineage(spark, lake_name(config, table))[0].summary
     assert newest[WRITE] == "row-delta"
     assert int(newest["added-position-deletes"]) > 0 and "added-equality-deletes" not in newest
+    for step, how, reason in ((2, "middle", "damaged"), (3, "foreign", "other table")):
+        other = index_path(config, spark, f"{database}.other")
+        damage(index_path(config, spark, table), how, other=other)
+        churn(source, database, step)
+        run = replicate_in_process(config, spark)
+        assert f"{table}: key index" in run.output and "rebuilt from the table" in run.output
+        assert run.metrics.value(KEY_INDEX_REBUILDS, {"table": table, "reason": reason}) == 1
+        assert_index_matches_the_table(spark, config, table)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     assert_verify_passes(config, spark)
     assert_history_is_exactly_once(config, spark)
 
 
-def test_a_compaction_between_batches_is_caught_up_from_the_tables_commits(
+def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_up(
     tmp_path: Path, source: MariaDBSandbox, spark: Any
 ) -> None:
-    """``binlake maintain`` rewrites every data file (their rows move) and removes the position
-    deletes it applied; the next batch catches the index up from the commits (no rebuild) and
-    deletes by position in the compacted file."""
+    """A batch is staged on the table's state before ``binlake maintain`` compacts it: its
+    position deletes name data files the compaction removed, so its commit fails as a conflict
+    (the applier's retry re-plans it) instead of leaving the replaced rows live. The
+    compaction moved every row and removed the deletes it applied; the next batch catches the
+    index up from its commit (no rebuild) and deletes by position in the compacted file."""
     database = "ki_compacted"
     table = f"{database}.t"
     config = with_maintenance(replicated(tmp_path, source, spark, database), COMPACT_ONLY)
     churn(source, database, 1)
     replicate_in_process(config, spark)
+    name = lake_name(config, table)
+    schema = read_lake_schema(spark, name, TableName.parse(table))
+    folder = load_config(config).state.keyindex_dir
+    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
+    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
+    changes.update((4, "a", 4), (4, "changed", 40))  # a row the churn left as it was
+    target = keyed.deltas.open(name, schema.key, table)
+    assert keyed.positions is not None
+    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
+    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    assert staged.referenced, "the update deletes a row by position"
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
-    (keyed,) = maintainer.tables()
-    done = maintainer.maintain(keyed)
+    (keyed_table,) = maintainer.tables()
+    done = maintainer.maintain(keyed_table)
     assert done.runs[0].counts["rewritten_data_files_count"] >= 2, done.runs
     assert live_delete_kinds(spark, config, table) == []
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    assert "missing" in (conflict.value.reason or "").lower(), conflict.value.reason
     churn(source, database, 2)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert_index_matches_the_table(spark, config, table)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
-    assert_verify_passes(config, spark)
-
-
-@pytest.mark.parametrize("how", ["middle", "foreign"])
-def test_a_damaged_or_foreign_index_is_rebuilt_reported_and_never_gives_a_wrong_row(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any, how: str
-) -> None:
-    database = f"ki_{how}"
-    table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
-    run_sql(source, database, "CREATE TABLE other (id INT PRIMARY KEY, v INT)",
-            "INSERT INTO other SELECT seq, seq FROM seq_1_to_300")  # fmt: skip
-    churn(source, database, 1)
-    replicate_in_process(config, spark)
-    path = index_path(config, spark, table)
-    damage(path, how, other=index_path(config, spark, f"{database}.other"))
-    churn(source, database, 2)
-    run = replicate_in_process(config, spark)
-    assert f"{table}: key index" in run.output and "rebuilt from the table" in run.output
-    reason = {"middle": "damaged", "foreign": "other table"}[how]
-    assert run.metrics.value(KEY_INDEX_REBUILDS, {"table": table, "reason": reason}) == 1
-    assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 
 
@@ -175,40 +184,5 @@ def test_maintain_converts_an_equality_delete_table_and_position_batches_follow(
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
-    assert_index_matches_the_table(spark, config, table)
-    assert_verify_passes(config, spark)
-
-
-def test_a_commit_whose_position_deletes_name_a_file_a_compaction_removed_is_a_conflict(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
-) -> None:
-    """The batch is staged on the table's state before a compaction commits: its position
-    deletes name data files the compaction removed, so its commit fails as a conflict (the
-    applier's retry re-plans it) instead of leaving the replaced rows live."""
-    database = "ki_conflict"
-    table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
-    churn(source, database, 1)
-    replicate_in_process(config, spark)
-    name = lake_name(config, table)
-    schema = read_lake_schema(spark, name, TableName.parse(table))
-    keyed = KeyedWriter(spark, KeyPositions(spark, load_config(config).state.keyindex_dir, print))
-    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
-    changes.update((4, "a", 4), (4, "changed", 40))  # a row the churn left as it was
-    target = keyed.deltas.open(name, schema.key, table)
-    assert keyed.positions is not None
-    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
-    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
-    assert staged.referenced, "the update deletes a row by position"
-    spark.sql(f"CALL lake.system.rewrite_data_files(table => '{table}', "
-              "options => map('rewrite-all', 'true'))")  # fmt: skip
-    with pytest.raises(CommitConflictError) as conflict:
-        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
-    keyed.positions.end(batch, None)
-    keyed.positions.close()
-    assert "missing" in (conflict.value.reason or "").lower(), conflict.value.reason
-    churn(source, database, 2)
-    run = replicate_in_process(config, spark)  # the next batch catches up from the compaction
-    assert "key index" not in run.output, run.output
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
