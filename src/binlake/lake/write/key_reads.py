@@ -134,15 +134,16 @@ def _referenced(util: JavaObject, target: DeltaTable, delete_files: JavaObject) 
         if single is not None:
             out.add(str(single))
         elif str(delete_file.format().toString()) == "PARQUET":
-            out |= _paths_in(target, str(delete_file.location()))
+            out |= named_data_files(target.java.io(), str(delete_file.location()))
         else:
             return f"a position delete file in {delete_file.format()} names several data files"
     return out
 
 
-def _paths_in(target: DeltaTable, location: str) -> set[str]:
-    """The distinct ``file_path`` values of a Parquet position-delete file."""
-    stream = target.java.io().newInputFile(location).newStream()
+def named_data_files(io_: JavaObject, location: str) -> set[str]:
+    """The distinct ``file_path`` values of the Parquet position-delete file at ``location``,
+    read through the table's ``FileIO`` (``io_``), every page's CRC checked."""
+    stream = io_.newInputFile(location).newStream()
     try:
         data = bytes(stream.readAllBytes())
     finally:
