@@ -52,9 +52,11 @@ POINTS: dict[str, str] = {
     "receiver_stop_before_close": "receiver: clean stop: relay log synced, IN_USE not yet cleared",
     # applier (apply/batch_apply.py, apply/purge.py, lake/tables/lake.py, lake/write/keyed.py)
     "apply_before_commit": "applier: batch built, no table committed yet",
-    "apply_before_delta_commit": "applier: a table's row-delta files (new rows, equality "
-    "deletes; or a change log's appended rows) stored in the warehouse, their commit not yet "
-    "made (orphans if it never is)",
+    "apply_before_delta_commit": "applier: a table's row-delta files (new rows, position or "
+    "equality deletes; or a change log's appended rows) stored in the warehouse, their commit "
+    "not yet made (orphans if it never is)",
+    "apply_before_key_index_update": "applier: a table's row delta committed (its position "
+    "deletes named from the key index), the key index not yet moved to the new snapshot",
     "apply_between_tables": "applier: the first table of a multi-table batch committed, the "
     "others not yet",
     "apply_after_commits": "applier: every table of the batch committed, checkpoint counts not "
@@ -64,6 +66,11 @@ POINTS: dict[str, str] = {
     "backfill of the values it gave existing rows, or an empty append) not yet",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
+    # key index rebuilds (keyindex/folder.py)
+    "keyindex_after_rebuild_fsync": "key index: a rebuilt index written and fsynced under its "
+    "temporary name, not yet renamed into place",
+    "keyindex_after_rebuild_rename": "key index: a rebuilt index renamed into place, the folder "
+    "not yet fsynced nor the older generation removed",
     # consistent cuts (apply/cuts.py)
     "cut_before_record": "cuts: a batch's tables committed, its consistent cut not yet recorded "
     "in the cuts table",

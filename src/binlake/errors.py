@@ -167,6 +167,48 @@ class SnapshotPlanError(StorageError):
     )
 
 
+class KeyIndexError(StorageError):
+    """A key index (``<state dir>/keyindex/``: the positions of a table's keys) cannot serve;
+    ``reason`` says why in a word or two (the metric's label)."""
+
+    default_hint = (
+        "binlake rebuilds a key index from its table; if this repeats, remove the named file"
+    )
+
+    reason: str | None = None
+
+
+class KeyIndexUntrustedError(KeyIndexError):
+    """A key index is missing, damaged, of another table or behind the table in a way it cannot
+    follow: it is not used as true, it is rebuilt from the table (this error is the warning)."""
+
+    default_hint = (
+        "nothing to do: binlake rebuilds the index from the table (one read of the whole table)"
+    )
+
+
+class KeyIndexVersionError(KeyIndexError):
+    """A key index file was written by a newer binlake (a format version this one does not
+    know): it is left as it is."""
+
+    default_hint = (
+        "run the binlake that wrote it, or remove the named file: binlake then rebuilds it from "
+        "the table"
+    )
+
+    version: int | None = None
+
+
+class KeyIndexDuplicateKeyError(KeyIndexError):
+    """The lake table holds two live rows of one key: no index can say which one a change
+    replaces."""
+
+    default_hint = (
+        "the table no longer equals its source: run binlake verify, then re-snapshot the table "
+        "(binlake snapshot --tables)"
+    )
+
+
 class StateLockedError(StorageError):
     """Another process holds the state folder's lock; ``holder_*`` name it (None if unreadable)."""
 

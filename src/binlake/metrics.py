@@ -61,6 +61,7 @@ FSYNCS = "binlake_fsyncs_total"
 COMMIT_RETRIES = "binlake_commit_retries_total"
 BATCH_TABLES = "binlake_batch_tables"
 BATCH_SECONDS = "binlake_batch_commit_seconds"
+KEY_INDEX_REBUILDS = "binlake_key_index_rebuilds_total"
 LAST_ERROR = "binlake_last_error_info"
 LAST_ERROR_TIME = "binlake_last_error_timestamp_seconds"
 
@@ -97,6 +98,11 @@ STANDARD: dict[str, MetricSpec] = {
     BATCH_TABLES: MetricSpec("gauge", "Tables the last batch committed (its width)."),
     BATCH_SECONDS: MetricSpec(
         "gauge", "Seconds the last batch took to commit (the next stays open as long)."
+    ),
+    KEY_INDEX_REBUILDS: MetricSpec(
+        "counter",
+        "Key indexes rebuilt from their table (missing, damaged, behind), per table and reason.",
+        ("table", "reason"),
     ),
     LAST_ERROR: MetricSpec(
         "gauge",

@@ -108,7 +108,7 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
         killed = run_binlake("maintain", config, "--tables", f"{database}.keyed", crash_point=point)
         assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
         spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
-        if step == "prune":  # the compaction's equality deletes gone from the current snapshot
+        if step == "prune":  # the compaction's delete files gone from the current snapshot
             assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
         if step == "protect":  # the cut tags committed, the expiry not started
             tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")

@@ -190,7 +190,7 @@ def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill
         database,
         receiver="sync_interval_ms = 10\n",
         # Partitioned: committed by MERGE (copy-on-write), so that each snapshot is one small
-        # file per table and a read costs little (a row delta's equality deletes pile up).
+        # file per table and a read costs little (a row delta's delete files pile up).
         tables="".join(
             f'[tables.layout."{database}.{t}"]\npartition = ["bucket(1, id)"]\n' for t in TABLES
         ),

@@ -142,14 +142,15 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     keyed = tables[0]
     planned = maintainer.maintain(keyed, dry_run=True)
     assert [p.step for p in planned.planned] == list(Step)
-    assert planned.health.delete_files > 0, "row deltas wrote equality deletes"
+    assert planned.health.delete_files > 0, "row deltas wrote delete files"
     assert "would compact: " in render_report(planned, dry_run=True)
     assert old.exists(), "a dry run changes nothing"
     done = maintainer.maintain(keyed)
     assert [r.planned.step for r in done.runs] == list(Step)
     assert done.runs[0].counts["rewritten_data_files_count"] == planned.health.data_files
-    # The compaction leaves the equality deletes it applied (none above the rewritten file's
-    # sequence number): the pruning removes them, in one more commit.
+    # The compaction leaves the delete files it applied (position deletes of files it removed,
+    # none above the rewritten file's sequence number): the pruning removes them, in one more
+    # commit.
     assert done.runs[1].counts["removed_dangling_delete_files_count"] > 0, done.runs
     name = f"lake.{database}.keyed"
     after = table_health(spark, name, 1 << 20)  # type: ignore[arg-type]

@@ -1,9 +1,11 @@
-"""Row deltas end to end: a keyed table's batch is one Iceberg commit of new data and equality
-deletes that never reads the table, exact whatever the batch does to a key. Real MariaDB, real
-Spark reads (vectorized and row by row), real Iceberg; every test ends with `binlake verify`.
+"""Row deltas end to end: a keyed table's batch is one Iceberg commit of new data and deletes
+that never reads the table, exact whatever the batch does to a key: position deletes from the
+key index (the default), or equality deletes (``[applier] deletes = "equality"``); the tests
+whose point is the deletes run both. Real MariaDB, real Spark reads (vectorized and row by
+row), real Iceberg; every test ends with `binlake verify`.
 
 The batches here are whole workloads written before the run (``max_seconds`` large), so that
-each scenario's changes of one key meet in one batch, the case equality deletes must get right.
+each scenario's changes of one key meet in one batch, the case the deletes must get right.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from binlake.binlog.names import TableName
+import pytest
+
 from binlake.config import load_config
 from binlake.lake.catalog.metadata import APPLIED_TAG, read_table
 from binlake.lake.catalog.snapshot_progress import SNAPSHOT, SnapshotProgress
@@ -23,6 +26,13 @@ from binlake.lake.catalog.write_path import WRITE, WRITE_REASON
 from binlake.lake.spark.lineage import current_lineage, refs
 from binlake.metrics import COMMITS
 from binlake_dev.sandbox import MariaDBSandbox
+from key_index_testing import (
+    EQUALITY_DELETES,
+    POSITION_DELETES,
+    lake_name,
+    live_delete_kinds,
+    run_sql,
+)
 from lake_builder import create_lake_table, master_position, replay, write_rows
 from replicate_testing import (
     assert_history_is_exactly_once,
@@ -40,17 +50,6 @@ source = module_source("row-delta-source")
 #: One batch per run: everything written before the run is read before the batch is due.
 ONE_BATCH = "max_transactions = 100000\nmax_seconds = 120\n"
 TABLE = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40), n DECIMAL(10,2), at DATETIME(6))"
-
-
-def run_sql(source: MariaDBSandbox, database: str, *statements: str) -> None:
-    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
-            conn.commit()
-
-
-def lake_name(config: Path, table: str) -> str:
-    return lake_target(load_config(config)).lake_table(TableName.parse(table))
 
 
 def rows_commits(config: Path, spark: Any, table: str) -> list[dict[str, str]]:
@@ -81,15 +80,17 @@ def replicated(
     return config
 
 
+@pytest.mark.parametrize("deletes", ["position", "equality"])
 def test_changes_of_one_key_in_one_batch_are_exact_in_one_row_delta_commit(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, deletes: str
 ) -> None:
-    database = "rd_keys"
+    database = f"rd_keys_{deletes}"
     source.execute(f"CREATE DATABASE {database}")
     run_sql(source, database, TABLE)
     values = ", ".join(f"({i}, 'v{i}', {i}.5, '2024-01-01 00:00:0{i % 10}')" for i in range(1, 21))
     run_sql(source, database, f"INSERT INTO t VALUES {values}")
-    config = config_for(tmp_path, source, spark, database, applier=ONE_BATCH)
+    applier = ONE_BATCH + f'deletes = "{deletes}"\n'
+    config = config_for(tmp_path, source, spark, database, applier=applier)
     replicate_in_process(config, spark)
     run_sql(
         source,
@@ -117,11 +118,15 @@ def test_changes_of_one_key_in_one_batch_are_exact_in_one_row_delta_commit(
     assert [c[WRITE] for c in commits] == ["row-delta", "row-delta"]
     batch = commits[-1]
     # Rows added: 100, 5, 106, 9, 10, 12, 301. Keys deleted: 5, 6, 9, 10, 11, 12 (the lake
-    # equals the source before the batch, so a key first inserted in it needs no delete).
-    assert batch["added-records"] == "7"
-    assert batch["added-equality-deletes"] == "6"
-    assert batch["added-data-files"] == "1" and batch["added-equality-delete-files"] == "1"
-    assert "added-position-deletes" not in batch  # nothing was read to find positions
+    # equals the source before the batch, so a key first inserted in it needs no delete; by
+    # position: the rows of those keys the index holds, and no other).
+    assert batch["added-records"] == "7" and batch["added-data-files"] == "1"
+    kept, dropped = ("position", "equality") if deletes == "position" else ("equality", "position")
+    assert batch[f"added-{kept}-deletes"] == "6" and batch[f"added-{kept}-delete-files"] == "1"
+    assert f"added-{dropped}-deletes" not in batch
+    assert set(live_delete_kinds(spark, config, f"{database}.t")) == {
+        POSITION_DELETES if deletes == "position" else EQUALITY_DELETES
+    }
     vectorized = lake_rows(spark, config, f"{database}.t", vectorized=True)
     assert vectorized == lake_rows(spark, config, f"{database}.t", vectorized=False)
     assert [r[0] for r in vectorized] == sorted(
@@ -234,16 +239,18 @@ def test_a_partitioned_table_takes_merge_and_stays_exact(
     assert_verify_passes(config, spark)
 
 
+@pytest.mark.parametrize("deletes", ["position", "equality"])
 def test_a_table_catching_up_after_its_copy_deletes_every_key_it_writes(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, deletes: str
 ) -> None:
     """Between a copy's first chunk (P_1, the position streaming replays from) and its newest
     chunk's position (P_2) the copy may already hold a row streaming inserts again: here row 1
     (inserted after P_1, copied at P_2) and row 2 (the same, then deleted after P_2 in the same
     batch as its insert). Treating those inserts as fresh keys would leave row 1 twice and row 2
     undeleted; the table is not exact until its position reaches P_2, so every key it writes
-    is deleted first. Past P_2 a fresh insert needs no delete again."""
-    database = "rd_catch_up"
+    is deleted first (by position: the copied rows the key index, built from the table, holds).
+    Past P_2 a fresh insert needs no delete again."""
+    database = f"rd_catch_up_{deletes}"
     table = f"{database}.t"
     source.execute(f"CREATE DATABASE {database}")
     run_sql(source, database, TABLE, "INSERT INTO t VALUES (7, 'old', 7, NOW(6))")
@@ -256,7 +263,8 @@ def test_a_table_catching_up_after_its_copy_deletes_every_key_it_writes(
     )
     newest_chunk = master_position(source)
     run_sql(source, database, "DELETE FROM t WHERE id = 2", "UPDATE t SET v = 'x' WHERE id = 7")
-    config = config_for(tmp_path, source, spark, database, applier=ONE_BATCH)
+    applier = ONE_BATCH + f'deletes = "{deletes}"\n'
+    config = config_for(tmp_path, source, spark, database, applier=applier)
     copied = replay(source, [table], until=newest_chunk)[table]  # rows 1, 2, 7, as at P_2
     target = lake_target(load_config(config))
     name = create_lake_table(spark, target, table, copied.schema)
@@ -275,7 +283,7 @@ def test_a_table_catching_up_after_its_copy_deletes_every_key_it_writes(
     )
     assert sorted(r[0] for r in lake_rows(spark, config, table, vectorized=True)) == [1, 7]
     catching_up = rows_commits(config, spark, table)[-1]
-    assert catching_up["added-equality-deletes"] == "3"  # keys 1, 2 and 7
+    assert catching_up[f"added-{deletes}-deletes"] == "3"  # keys 1, 2 and 7
     assert_verify_passes(config, spark)
     run_sql(source, database, "INSERT INTO t VALUES (3, 'fresh', 3, NOW(6))")
     replicate_in_process(config, spark)

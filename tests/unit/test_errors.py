@@ -72,7 +72,8 @@ EXIT_CODES_BEFORE_ISSUE_34: dict[int, tuple[str, ...]] = {
     73: ("TargetError",),
     74: (
         "CheckpointError", "CheckpointRecordError", "DiskFullError", "FileAccessError",
-        "IndexFileError", "NoIndexError", "NotAStateFileError", "RelayLogStateError",
+        "IndexFileError", "KeyIndexDuplicateKeyError", "KeyIndexError", "KeyIndexUntrustedError",
+        "KeyIndexVersionError", "NoIndexError", "NotAStateFileError", "RelayLogStateError",
         "SnapshotPlanError", "StateFileCorruptError", "StateFileError",
         "StatePayloadTooLargeError", "StorageError", "XidMismatchError",
     ),

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("binlake", "binlog"),
     ("errors", "crashpoints", "position", "gtid"),
     ("config", "storage", "metrics", "typemap", "cuts"),
-    ("ddl", "relay"),
+    ("ddl", "relay", "keyindex"),
     ("source",),
     ("lake",),
     ("console", "verify", "retry"),
@@ -278,7 +278,14 @@ NO_SPARK = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    "package", ["binlake.ddl", "binlake.binlog", "binlake.lake.schema", "binlake.lake.catalog"]
+    "package",
+    [
+        "binlake.ddl",
+        "binlake.binlog",
+        "binlake.keyindex",
+        "binlake.lake.schema",
+        "binlake.lake.catalog",
+    ],
 )
 def test_package_imports_where_pyspark_is_not_importable(package: str) -> None:
     result = subprocess.run(

@@ -67,6 +67,7 @@ def test_every_metric_keeps_its_name_type_labels_and_help() -> None:
         ROWS_APPLIED: ("table",),
         COMMITS: ("table", "write", "reason"),
         "binlake_commit_retries_total": ("table",),
+        "binlake_key_index_rebuilds_total": ("table", "reason"),
         LAST_ERROR: ("error", "message"),
     }
     assert families["binlake_fsyncs"].type == "counter"

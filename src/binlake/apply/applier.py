@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from binlake.apply.copies import StreamingCopies
 from binlake.apply.cuts import CutRecorder
-from binlake.apply.lake_writes import LakeWrites, commit_retry_notice
+from binlake.apply.lake_writes import LakeWrites, commit_retry_notice, key_index_notice
 from binlake.apply.plan import Batch
 from binlake.apply.progress import ApplyProgress, ApplyResult
 from binlake.apply.purge import RelayPurge
@@ -57,11 +57,13 @@ from binlake.apply.reading import POLL_S, Reading, RelayReadings
 from binlake.apply.stopping import StopPolicy
 from binlake.binlog.names import TableName
 from binlake.config import Config
+from binlake.config.applier import DeleteMode
 from binlake.console import Console, reconnect_notice
 from binlake.lake.catalog.target import LakeTarget
 from binlake.lake.spark.session import SparkSession
 from binlake.lake.spark.target_check import probe_catalog
 from binlake.lake.tables.lake import Lake
+from binlake.lake.write.key_positions import KeyPositions
 from binlake.maintain.schedule import ScheduledMaintenance
 from binlake.metrics import Metrics
 from binlake.position import RelayPosition
@@ -88,6 +90,8 @@ class Applier:
     copies: StreamingCopies
     maintenance: ScheduledMaintenance
     progress: ApplyProgress
+    #: The key indexes position deletes come from (None: equality deletes), closed at the end.
+    positions: KeyPositions | None = None
     #: The reading of the relay log under way (None before the start).
     _reading: Reading | None = field(default=None, init=False)
 
@@ -117,6 +121,8 @@ class Applier:
         finally:
             self.copies.close()
             self.lake.source_hints.close()
+            if self.positions is not None:
+                self.positions.close()
             if self._reading is not None:
                 self._reading.close()
         return self.progress.result
@@ -254,7 +260,13 @@ def build_applier(
     hints = source_hints(
         config, notify=reconnect_notice(console, "apply", address), stop=stop.event
     )
-    lake = Lake(spark, target, key_columns=config.tables.key_columns, hints=hints)
+    positions = None
+    if config.applier.deletes is DeleteMode.POSITION:
+        notice = key_index_notice(console, metrics)
+        positions = KeyPositions(spark, config.state.keyindex_dir, notice)
+    lake = Lake(
+        spark, target, key_columns=config.tables.key_columns, hints=hints, positions=positions
+    )
     copies = StreamingCopies(SnapshotRunner(config, spark, target, console))
     progress = ApplyProgress(console, metrics, config.state.relay_dir, copy_status=copies.status)
     maintenance = ScheduledMaintenance(config, spark, console, stop.event)
@@ -278,6 +290,7 @@ def build_applier(
         copies=copies,
         maintenance=maintenance,
         progress=progress,
+        positions=positions,
     )
     lake.on_evolved = applier.release_holds
     return applier

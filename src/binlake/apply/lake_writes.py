@@ -24,9 +24,10 @@ from binlake.apply.holds import CopyHolds
 from binlake.apply.plan import Batch
 from binlake.apply.reading import Reading
 from binlake.console import Console
-from binlake.errors import CommitConflictError
+from binlake.errors import CommitConflictError, KeyIndexUntrustedError
 from binlake.lake.tables.lake import Lake
-from binlake.metrics import COMMIT_RETRIES, Metrics
+from binlake.lake.write.key_positions import Notice
+from binlake.metrics import COMMIT_RETRIES, KEY_INDEX_REBUILDS, Metrics
 from binlake.retry import OnConflict, Retry
 
 T = TypeVar("T")
@@ -110,5 +111,17 @@ def commit_retry_notice(console: Console, metrics: Metrics, limit: int) -> OnCon
             f"{table}: {conflict.reason}; re-planning and committing again in {wait_s:.1f}s "
             f"(retry {retry} of {limit})",
         )
+
+    return notice
+
+
+def key_index_notice(console: Console, metrics: Metrics) -> Notice:
+    """What the applier says of a key index it rebuilds (``binlake.lake.write.key_positions``):
+    a console line with the reason, and the ``binlake_key_index_rebuilds_total`` metric."""
+
+    def notice(error: KeyIndexUntrustedError) -> None:
+        table = error.table or "?"
+        metrics.inc_counter(KEY_INDEX_REBUILDS, {"table": table, "reason": error.reason or ""}, 1)
+        console.message("apply", f"{table}: {error.message}")
 
     return notice

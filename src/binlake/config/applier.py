@@ -1,14 +1,25 @@
 """``[applier]``: how large ``binlake replicate``'s batches grow, how long it rides out a failing
-catalog or another writer's commits, and its metrics endpoint (docs/configuration.md)."""
+catalog or another writer's commits, how a keyed table's replaced rows are deleted, and its
+metrics endpoint (docs/configuration.md)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from binlake.config.section import Section, setting
-from binlake.config.values import float_value, int_value
+from binlake.config.values import enum_value, float_value, int_value
 
-__all__ = ["ApplierConfig"]
+__all__ = ["ApplierConfig", "DeleteMode"]
+
+
+class DeleteMode(StrEnum):
+    """How a keyed table's row delta deletes the rows a batch replaces."""
+
+    #: By position (data file, row number) from the key index: readers pay nothing extra.
+    POSITION = "position"
+    #: By key (an equality-delete file per batch): no index, every reader pays for them.
+    EQUALITY = "equality"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,4 +82,13 @@ class ApplierConfig(Section):
         10,
         "conflicts in a row with another writer's commit after which binlake replicate stops; "
         "each waits the [receiver] reconnect_* backoff, then the batch is applied again (0: never)",
+    )
+    #: How a row delta deletes the rows it replaces (docs/architecture.md, "The key index").
+    deletes: DeleteMode = setting(
+        "position or equality",
+        enum_value(DeleteMode),
+        DeleteMode.POSITION,
+        "how a keyed table's batch deletes the rows it replaces: position (position-delete "
+        "files, the positions from the key index in the state folder) or equality "
+        "(equality-delete files: no index, every reader applies them)",
     )

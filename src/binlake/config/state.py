@@ -38,3 +38,7 @@ class StateConfig(Section):
     @property
     def snapshot_requests_dir(self) -> Path:
         return self.dir / "snapshot-requests"
+
+    @property
+    def keyindex_dir(self) -> Path:
+        return self.dir / "keyindex"

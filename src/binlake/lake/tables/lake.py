@@ -79,6 +79,7 @@ from binlake.lake.tables.actions import drop_table
 from binlake.lake.tables.create import TableMaker
 from binlake.lake.write.changes import ChangeLog, KeyedChanges
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
+from binlake.lake.write.key_positions import KeyPositions
 from binlake.lake.write.keyed import KeyedWriter
 from binlake.position import SourcePosition, is_new_for, parse_position
 from binlake.source.hints import (
@@ -165,6 +166,7 @@ class Lake:
         key_columns: Mapping[TableName, Sequence[str]],
         hints: SourceHints,
         on_evolved: Callable[[TableName], None] = lambda _table: None,
+        positions: KeyPositions | None = None,
     ) -> None:
         self.spark = spark
         self.target = target
@@ -179,7 +181,7 @@ class Lake:
         self._applied: dict[TableName, SourcePosition] = {}
         #: Each table's ``exact_from``, read with the applied positions.
         self._bounds: dict[TableName, SourcePosition | None] = {}
-        self._keyed = KeyedWriter(spark)
+        self._keyed = KeyedWriter(spark, positions)  # positions: None, equality deletes
         self._maker = TableMaker(spark, target)
 
     # ---- what the lake holds -------------------------------------------------------------

@@ -5,19 +5,22 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
   manifests of the current snapshot, snapshots and the oldest one's time;
 * ``compact``: Iceberg's ``RewriteDataFiles`` action (``rewrite_data_files``'s) with its
   delete-file cache on (``CACHED_DELETES``) and ``delete-file-threshold`` 1 (every data file a
-  delete file applies to is rewritten, its deletes applied: binlake's row deltas write equality
-  deletes, MERGE position deletes). Rewritten files keep the data sequence number the rewrite
-  started from (Iceberg's default), so a row delta committed meanwhile still deletes the rows it
-  replaced in them;
+  delete file applies to is rewritten, its deletes applied: binlake's row deltas write position
+  deletes, or equality deletes, MERGE position deletes). Rewritten files keep the data sequence
+  number the rewrite started from (Iceberg's default), so a row delta's equality deletes
+  committed meanwhile still delete the rows they replaced in them (its position deletes name
+  files: one of the two commits fails as a conflict);
 * ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
   apply to no live data file (``DANGLING``: Iceberg's own rule, and a position delete file of
-  one data file that is gone). Measured on Iceberg 1.10.2: the compaction alone left 10 of 12
-  equality delete files of an unpartitioned table (``bench/maintain.py``) in its current
-  snapshot (their sequence numbers are at or below the one the rewritten file keeps, and an
-  equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes`` option
-  does nothing on a table with one unpartitioned spec (it leaves that to the commit-time drop of
-  ``MergingSnapshotProducer``, which drops only deletes *older* than every data file, and only
-  in the delete manifests the commit rewrites); this step applies the rule on every table;
+  one data file that is gone; and a row delta's position delete file naming several data files,
+  none of them live, ``dangling_deletes``). Measured on Iceberg 1.10.2: the compaction alone
+  left 10 of 12 equality delete files of an unpartitioned table (``bench/maintain.py``) in its
+  current snapshot (their sequence numbers are at or below the one the rewritten file keeps, and
+  an equality delete applies only to a *smaller* one). Iceberg's ``remove-dangling-deletes``
+  option does nothing on a table with one unpartitioned spec (it leaves that to the commit-time
+  drop of ``MergingSnapshotProducer``, which drops only deletes *older* than every data file,
+  and only in the delete manifests the commit rewrites); this step applies the rule on every
+  table;
 * ``rewrite_manifests``, ``expire_snapshots`` (``older_than``, ``retain_last``: the snapshots
   binlake's tags reference are kept by Iceberg itself, ``binlake.lake.write.applied_tag``),
   ``remove_orphan_files`` (``older_than``; Iceberg refuses a bound less than a day old).
@@ -37,6 +40,7 @@ from pyspark.sql import SparkSession
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import load_table
+from binlake.lake.write.key_reads import named_data_files
 
 #: ``rewrite_data_files`` options: rewrite every data file a delete applies to, even alone.
 COMPACT_OPTIONS = {
@@ -142,7 +146,14 @@ def _live_files(spark: SparkSession, name: str) -> str:
 
 
 def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
-    """The locations of ``name``'s live delete files that apply to no live data file."""
+    """The locations of ``name``'s live delete files that apply to no live data file.
+
+    Besides ``DANGLING``: a position delete naming several data files (a row delta's) whose
+    sequence number is the smallest of the live data files' (committed in the snapshot a
+    compaction started from, whose files keep that number) is read (``named_data_files``): it
+    is dangling when none of the files it names is live. One committed later names files live
+    when it was committed, which a compaction could not have removed (it would have failed on
+    the new deletes), so only those are read."""
     query = (
         f"WITH live AS ({_live_files(spark, name)}), "
         "data AS (SELECT seq, part, path FROM live WHERE content = 0), "
@@ -151,10 +162,19 @@ def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
         "CASE WHEN d.part = '' THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
         "FROM live d LEFT JOIN per_part p ON d.part = p.part "
         "LEFT JOIN data r ON d.ref = r.path WHERE d.content != 0) "
-        f"SELECT path FROM deletes WHERE {DANGLING}"
+        f"SELECT path, {DANGLING} AS gone, content = 1 AND ref IS NULL AND seq = min_seq AS "
+        "unsure FROM deletes"
     )
     with spark_errors(query, name):
-        return [str(r["path"]) for r in spark.sql(query).collect()]
+        rows = spark.sql(query).collect()
+        unsure = [str(r["path"]) for r in rows if r["unsure"] and not r["gone"]]
+        gone = [str(r["path"]) for r in rows if r["gone"]]
+        if unsure:
+            live = f"SELECT file_path FROM {name}.files WHERE content = 0"
+            data = {str(r[0]) for r in spark.sql(live).collect()}
+            io_ = load_table(spark, name).io()
+            gone += [p for p in unsure if not named_data_files(io_, p) & data]
+    return gone
 
 
 def remove_dangling_deletes(spark: SparkSession, name: str) -> dict[str, int]:

@@ -5,8 +5,11 @@ A keyed table's batch becomes, without reading the table (``binlake.lake.write.r
 them):
 
 * one Parquet **data file** with every upserted row (every column), and
-* one Parquet **equality-delete file** on the key columns, holding the key of every deleted
-  row and of every upserted row that may replace an older one.
+* one Parquet **position-delete file** (``file_path``, ``pos``: Iceberg's reserved field ids,
+  sorted by path then position) naming the rows the batch replaces, as the key index found them
+  (``PositionLookup``, ``position_deletes``), or, with ``[applier] deletes = "equality"``, one
+  Parquet **equality-delete file** on the key columns, holding the key of every deleted row and
+  of every upserted row that may replace an older one.
 
 Iceberg finds a Parquet column by its field id (``PARQUET:field_id`` in the file's schema), not
 by its name, so the Arrow schema here is built from the table's current Iceberg schema (JSON,
@@ -35,7 +38,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -234,6 +237,50 @@ def require_unique_keys(keys: pa.Table, table: str) -> None:
             table=table,
             hint="a key the source tells apart that Iceberg does not (report it as a bug)",
         )
+
+
+# ---- position deletes ---------------------------------------------------------------------------
+
+#: Iceberg's reserved field ids of a position-delete file's columns (spec, "Position Delete Files").
+FILE_PATH_FIELD_ID = 2147483546
+POS_FIELD_ID = 2147483545
+
+
+class PositionLookup(Protocol):
+    """Where a row delta's position deletes come from (``binlake.lake.write.key_positions``):
+    told each staged chunk, it names the rows the batch replaces by (data file, position)."""
+
+    #: Where the batch's data file is stored (chosen before its rows are written: the index
+    #: records each new row's position in it).
+    data_location: str
+
+    def chunk(self, rows: pa.Table | None, deleted: pa.Table | None, first_row: int) -> None:
+        """A chunk's upserted rows (``fit``, whole; written from row ``first_row`` of the data
+        file on) and deleted keys (``fit``, key columns)."""
+
+    def deletes(self) -> pa.Table:
+        """The position deletes found so far (``position_deletes``)."""
+
+    def referenced(self) -> tuple[str, ...]:
+        """The data files those deletes name."""
+
+
+def position_delete_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {FIELD_ID: str(FILE_PATH_FIELD_ID)}),
+            pa.field("pos", pa.int64(), False, {FIELD_ID: str(POS_FIELD_ID)}),
+        ]
+    )
+
+
+def position_deletes(paths: Sequence[str], positions: Sequence[int]) -> pa.Table:
+    """A position-delete file's rows, sorted by file path, then position (as the spec asks)."""
+    table = pa.Table.from_arrays(
+        [pa.array(paths, pa.string()), pa.array(positions, pa.int64())],
+        schema=position_delete_schema(),
+    )
+    return table.sort_by([("file_path", "ascending"), ("pos", "ascending")])
 
 
 # ---- Parquet ------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 """One commit of a keyed table's net change: a row delta where it serves, MERGE where not.
 
 A row delta (``binlake.lake.write.row_delta``) costs what the batch changes; MERGE INTO reads the
-table to find the rows it replaces, so its cost grows with the table. MERGE stays where a row
+table to find the rows it replaces, so its cost grows with the table. The row delta deletes the
+rows it replaces by position, looked up in the table's key index (``key_positions``: the index
+matched to the table's base snapshot, the batch staged and committed, then the index moved to
+the new snapshot; crash points ``apply_before_delta_commit``, ``apply_before_key_index_update``),
+or by key (``[applier] deletes = "equality"``: no ``positions``). MERGE stays where a row
 delta cannot be exact, chosen per batch and recorded in the commit (``binlake.write``,
 ``binlake.write-reason``):
 
@@ -31,13 +35,15 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
 from binlake.crashpoints import crash_point
+from binlake.errors import KeyIndexUntrustedError
 from binlake.lake.catalog.write_path import Write, WritePath
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.frames import dataframe_from_arrow
 from binlake.lake.spark.types import spark_type
 from binlake.lake.write.changes import ABSENT_MASK, OP, KeyedChanges
 from binlake.lake.write.commit import execute_with_commit_properties
-from binlake.lake.write.row_delta import RowDeltaWriter
+from binlake.lake.write.key_positions import KeyPositions
+from binlake.lake.write.row_delta import DeltaTable, RowDeltaWriter
 from binlake.typemap import LakeColumn, LakeSchema
 
 ABSENT_REASON = "some row images lack columns (binlog_row_image MINIMAL or NOBLOB)"
@@ -48,8 +54,10 @@ _views = itertools.count(1)
 class KeyedWriter:
     """Commits keyed tables' net changes for one Spark session (see the module docstring)."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, positions: KeyPositions | None = None) -> None:
         self.spark = spark
+        #: The key indexes position deletes come from; None: equality deletes.
+        self.positions = positions
         self._local = threading.local()
 
     @property
@@ -94,13 +102,51 @@ class KeyedWriter:
                 self.spark.catalog.dropTempView(view)
             return write
         write = Write(WritePath.ROW_DELTA)
+        merged = {**properties, **write.properties()}
         try:
+            if self.positions is not None:
+                self._by_position(self.positions, target, schema, changes, merged, table)
+                return write
             staged = self.deltas.stage(target, changes.delta_chunks(schema.columns), table)
         finally:
             changes.close()  # spilled files (a batch too big for memory) go
         crash_point("apply_before_delta_commit")
-        self.deltas.commit(staged, {**properties, **write.properties()}, table)
+        self.deltas.commit(staged, merged, table)
         return write
+
+    def _by_position(
+        self,
+        positions: KeyPositions,
+        target: DeltaTable,
+        schema: LakeSchema,
+        changes: KeyedChanges,
+        properties: Mapping[str, str],
+        table: str,
+    ) -> None:
+        """The row delta with position deletes from the key index (``key_positions``); an
+        index found damaged mid-batch is removed and the batch staged again on a rebuilt one."""
+        for attempt in (1, 2):
+            location = self.deltas.new_location(target, "data")
+            batch = positions.begin(target, location, table)
+            snapshot = None
+            try:
+                staged = self.deltas.stage(
+                    target, changes.delta_chunks(schema.columns), table, positions=batch
+                )
+                crash_point("apply_before_delta_commit")
+                snapshot = self.deltas.commit(staged, properties, table)
+                crash_point("apply_before_key_index_update")
+            except KeyIndexUntrustedError as error:
+                positions.end(batch, None)
+                if attempt == 2:
+                    raise
+                positions.distrust(target, error, table)
+                continue
+            except BaseException:
+                positions.end(batch, None)
+                raise
+            positions.end(batch, snapshot)
+            return
 
 
 def merge_statement(table: str, view: str, schema: LakeSchema, absent_mask: bool) -> str:

@@ -1,17 +1,25 @@
 """Row deltas: a keyed table's batch committed in O(changes), never reading the table.
 
 A batch's net change to a keyed table (``KeyedChanges.delta``) becomes two Parquet files
-(``binlake.lake.write.delta_files``: the upserted rows, and the keys whose older rows go) and one
+(``binlake.lake.write.delta_files``: the upserted rows, and the rows they replace) and one
 Iceberg ``RowDelta`` commit adding them, whose snapshot summary carries the batch's
-``binlake.*`` properties: the data and the position are still one atomic commit.
+``binlake.*`` properties: the data and the position are still one atomic commit. The rows the
+batch replaces are named by position (a position-delete file: data file and row number, from
+the key index: ``positions``, ``binlake.lake.write.key_positions``) or by key (an equality-delete
+file: ``[applier] deletes = "equality"``).
 
-Why it is exact. An equality delete removes the rows of its key in data files of a *smaller*
-data sequence number; the files of one commit share its sequence number. So the batch's delete
-of key k removes every older row of k and never the row the same commit adds for k: an insert,
-an update, a delete then a re-insert (one upsert), an update of a row inserted in the same
-batch (one upsert), a key change (a delete of the old key, an upsert of the new one) all come
-out as the source has them, whatever the table's size. A key in one commit twice would keep
-both rows: refused (``delta_files.require_unique_keys``).
+Why it is exact. By position: the index holds the one live row of each key at the base snapshot
+B, the batch deletes exactly those of the keys it changes, and its own rows are in a file no
+delete names; the commit checks that B's files it deletes from are still live
+(``validateDataFilesExist``, ``validateDeletedFiles``): a compaction or a DELETE that removed one
+meanwhile fails it as a conflict, and the batch is planned again. By key: an equality delete
+removes the rows of its key in data files of a *smaller* data sequence number; the files of one
+commit share its sequence number. So the batch's delete of key k removes every older row of k
+and never the row the same commit adds for k. Either way an insert, an update, a delete then a
+re-insert (one upsert), an update of a row inserted in the same batch (one upsert), a key
+change (a delete of the old key, an upsert of the new one) all come out as the source has them,
+whatever the table's size. A key in one commit twice would keep both rows: refused
+(``delta_files.require_unique_keys``).
 
 How, through the Py4J gateway (``jvm``), on the driver:
 
@@ -27,9 +35,12 @@ How, through the Py4J gateway (``jvm``), on the driver:
    read with the session's Hadoop configuration: ``ParquetUtil.fileMetrics`` makes a new Hadoop
    ``Configuration`` for each file, whose XML defaults took 60% of the JVM's time of a small
    commit (measured with JFR: docs/benchmarks.md, "Wide and busy");
-3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofEqualityDeletes(ids)``;
+3. ``DataFiles.builder(spec)`` / ``FileMetadata.deleteFileBuilder(spec).ofPositionDeletes()``
+   (``withReferencedDataFile`` when it names one data file; its metrics keep the whole
+   ``file_path`` bounds, ``MetricsConfig.forPositionDelete``) or ``.ofEqualityDeletes(ids)``;
 4. in one ``table.newTransaction()``: ``newRowDelta().addRows(..).addDeletes(..).set(k, v)...
-   validateFromSnapshot(base).commit()``, then the ``binlake-applied`` tag moved to the new
+   validateFromSnapshot(base)`` (and, for position deletes, ``validateDataFilesExist(files)
+   .validateDeletedFiles()``) ``.commit()``, then the ``binlake-applied`` tag moved to the new
    snapshot (``applied_tag.move_tags``), then ``commitTransaction()``: data, position and tag
    in one metadata swap. When another writer committed first the transaction fails with
    ``CommitFailedException`` (the tag update was planned on the older metadata) and the
@@ -42,11 +53,13 @@ point between storing and committing:
 * ``RowDeltaWriter(spark).open(name, key, table) -> DeltaTable``: the table loaded;
   ``DeltaTable.layout.refusal()`` says why it cannot take files written here (partitioned,
   encrypted, format v1, a column type not written), None when it can;
-* ``stage(delta_table, chunks, table) -> StagedDelta``: ``chunks`` of (rows, deleted keys)
-  Arrow tables, columns named as the Iceberg table's, values in ``binlake.typemap``'s Arrow
-  types (cast and checked here, ``delta_files.fit``); a chunk with no deletes passes an empty
-  table for them. A key must not be in two chunks' rows (checked per chunk; a table without a
-  key, ``key=()``, is not checked). The files are stored, not committed;
+* ``stage(delta_table, chunks, table, positions=None) -> StagedDelta``: ``chunks`` of (rows,
+  deleted keys) Arrow tables, columns named as the Iceberg table's, values in
+  ``binlake.typemap``'s Arrow types (cast and checked here, ``delta_files.fit``); a chunk with no
+  deletes passes an empty table for them. A key must not be in two chunks' rows (checked per
+  chunk; a table without a key, ``key=()``, is not checked). ``positions``
+  (``delta_files.PositionLookup``) turns the deleted keys into position deletes, and places the
+  data file where it says. The files are stored, not committed;
   or ``stage_stored(delta_table, locations, table)``: data files another writer already
   stored in ``data_folder(delta_table)`` (a snapshot's chunk tasks on the executors write them
   with ``layout.arrow_schema()`` and ``delta_files.parquet_options``);
@@ -90,8 +103,10 @@ from binlake.lake.write.applied_tag import move_tags
 from binlake.lake.write.delta_files import (
     DeltaLayout,
     ParquetStaging,
+    PositionLookup,
     fit,
     parse_layout,
+    position_delete_schema,
     require_unique_keys,
     write_parquet,
 )
@@ -148,6 +163,8 @@ class StagedDelta:
     deleted_keys: int
     #: Warehouse locations of the files written (orphans until the commit names them).
     locations: tuple[str, ...]
+    #: The data files the position deletes name (the commit checks they are still live).
+    referenced: tuple[str, ...] = ()
 
 
 class RowDeltaWriter:
@@ -218,10 +235,16 @@ class RowDeltaWriter:
     # ---- files -----------------------------------------------------------------------------
 
     def stage(
-        self, target: DeltaTable, chunks: Iterable[tuple[pa.Table, pa.Table]], table: str
+        self,
+        target: DeltaTable,
+        chunks: Iterable[tuple[pa.Table, pa.Table]],
+        table: str,
+        positions: PositionLookup | None = None,
     ) -> StagedDelta:
         """Store the upserted rows and the deleted keys (``chunks`` of both, each key in one
-        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files."""
+        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files: the keys as an
+        equality-delete file, or, with ``positions``, the rows they replace as a position-delete
+        file (the data file stored at ``positions.data_location``)."""
         layout = target.layout
         folder = self._staging_folder()
         try:
@@ -229,18 +252,26 @@ class RowDeltaWriter:
                 os.path.join(folder, "data.parquet"), layout.arrow_schema(), layout.properties,
                 deletes=False,
             )  # fmt: skip
+            keys = layout.arrow_schema(layout.key)
             deleted = ParquetStaging(
-                os.path.join(folder, "deletes.parquet"), layout.arrow_schema(layout.key),
+                os.path.join(folder, "deletes.parquet"),
+                keys if positions is None else position_delete_schema(),
                 layout.properties, deletes=True,
             )  # fmt: skip
             for rows, keys in chunks:
-                if rows.num_rows:
-                    fitted = fit(rows, layout, table, whole=True)
+                fitted = fit(rows, layout, table, whole=True) if rows.num_rows else None
+                gone = fit(keys, layout, table, whole=False) if keys.num_rows else None
+                if fitted is not None:
                     require_unique_keys(fitted.select(list(layout.key)), table)
+                if positions is not None:
+                    positions.chunk(fitted, gone, data.rows)
+                elif gone is not None:
+                    deleted.write(gone)
+                if fitted is not None:
                     data.write(fitted)
-                if keys.num_rows:
-                    deleted.write(fit(keys, layout, table, whole=False))
-            return self._store_staged(target, data, deleted, table)
+            if positions is not None:
+                deleted.write(positions.deletes())
+            return self._store_staged(target, data, deleted, table, positions)
         except OSError as exc:
             raise_os_error(exc, folder, "writing row-delta staging files")
         finally:
@@ -253,29 +284,48 @@ class RowDeltaWriter:
             raise_os_error(exc, tempfile.gettempdir(), "creating a row-delta staging folder")
 
     def _store_staged(
-        self, target: DeltaTable, data: ParquetStaging, deleted: ParquetStaging, table: str
+        self,
+        target: DeltaTable,
+        data: ParquetStaging,
+        deleted: ParquetStaging,
+        table: str,
+        positions: PositionLookup | None,
     ) -> StagedDelta:
         data_size, deleted_size = data.close(), deleted.close()
         data_files: list[JavaObject] = []
         delete_file = None
         locations: list[str] = []
+        referenced = positions.referenced() if positions is not None else ()
         with spark_errors(f"write row-delta files of {target.name}", table):
             spec = target.java.spec()
             if data.rows:
-                location, metrics = self._store(target, data.path, "data")
+                at = positions.data_location if positions is not None else None
+                location, metrics = self._store(target, data.path, "data", at=at)
                 locations.append(location)
                 sorted_ = bool(target.layout.sort) and data.chunks == 1
                 data_files.append(
                     self._data_file(target, spec, location, data_size, metrics, sorted_)
                 )
-            if deleted.rows:
+            if deleted.rows and positions is not None:
+                location, metrics = self._store(target, deleted.path, "deletes", by_position=True)
+                locations.append(location)
+                delete_file = self._position_delete_file(
+                    spec, location, deleted_size, metrics, referenced
+                )
+            elif deleted.rows:
                 location, metrics = self._store(target, deleted.path, "eq-deletes")
                 locations.append(location)
                 delete_file = self._delete_file(
                     spec, location, deleted_size, metrics, target.layout
                 )
         return StagedDelta(
-            target, tuple(data_files), delete_file, data.rows, deleted.rows, tuple(locations)
+            target,
+            tuple(data_files),
+            delete_file,
+            data.rows,
+            deleted.rows,
+            tuple(locations),
+            referenced,
         )
 
     def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
@@ -310,18 +360,33 @@ class RowDeltaWriter:
                 )
         return StagedDelta(target, tuple(files), None, rows, 0, tuple(locations))
 
-    def _store(self, target: DeltaTable, staging: str, kind: str) -> tuple[str, Any]:
-        """Stream the staging file into the table's FileIO; (location, Iceberg metrics)."""
+    def new_location(self, target: DeltaTable, kind: str) -> str:
+        """A new file's location in the table's data folder, as Iceberg would place its own."""
+        with spark_errors(f"name a new file of {target.name}"):
+            name = f"binlake-{uuid.uuid4()}-{kind}.parquet"
+            return str(target.java.locationProvider().newDataLocation(name))
+
+    def _store(
+        self,
+        target: DeltaTable,
+        staging: str,
+        kind: str,
+        *,
+        at: str | None = None,
+        by_position: bool = False,
+    ) -> tuple[str, Any]:
+        """Stream the staging file into the table's FileIO (at ``at``, else a new location);
+        (location, Iceberg metrics: a position-delete file's keep whole path bounds)."""
         c = self._iceberg
-        location = str(
-            target.java.locationProvider().newDataLocation(f"binlake-{uuid.uuid4()}-{kind}.parquet")
-        )
+        location = at if at is not None else self.new_location(target, kind)
         stream = target.java.io().newOutputFile(location).create()
         try:
             c.java_files.copy(c.java_file(staging).toPath(), stream)
         finally:
             stream.close()
-        return location, self.local_metrics(staging, c.metrics_config.forTable(target.java))
+        config = c.metrics_config
+        metrics = config.forPositionDelete(target.java) if by_position else None
+        return location, self.local_metrics(staging, metrics or config.forTable(target.java))
 
     def local_metrics(self, path: str, metrics_config: JavaObject) -> JavaObject:
         """Iceberg's metrics of the local Parquet file ``path``, from its footer."""
@@ -367,6 +432,27 @@ class RowDeltaWriter:
             .withMetrics(metrics)
             .build()
         )
+
+    def _position_delete_file(
+        self,
+        spec: JavaObject,
+        location: str,
+        size: int,
+        metrics: JavaObject,
+        referenced: Sequence[str],
+    ) -> JavaObject:
+        c = self._iceberg
+        builder = (
+            c.file_metadata.deleteFileBuilder(spec)
+            .ofPositionDeletes()
+            .withPath(location)
+            .withFileSizeInBytes(size)
+            .withFormat(c.parquet)
+            .withMetrics(metrics)
+        )
+        if len(referenced) == 1:  # file-scoped: a reader applies it to that data file only
+            builder = builder.withReferencedDataFile(referenced[0])
+        return builder.build()
 
     # ---- the data folder: files stored by others, orphans ---------------------------------
 
@@ -442,6 +528,7 @@ class RowDeltaWriter:
                 c.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(
                     path
                 ).withFileSizeInBytes(size).withFormat(c.parquet).withMetrics(metrics).build()
+                self._position_delete_file(spec, path, size, metrics, [path])
 
     # ---- the commit ------------------------------------------------------------------------
 
@@ -461,6 +548,11 @@ class RowDeltaWriter:
                 delta = delta.set(key, value)
             if target.base_snapshot is not None:
                 delta = delta.validateFromSnapshot(target.base_snapshot)
+            if staged.referenced:  # a compaction or DELETE that removed one fails the commit
+                files = self._jvm.java.util.ArrayList()
+                for path in staged.referenced:
+                    files.add(path)
+                delta = delta.validateDataFilesExist(files).validateDeletedFiles()
             delta.commit()
             seen = transaction.table()
             snapshot_id = int(seen.currentSnapshot().snapshotId())

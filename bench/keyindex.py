@@ -1,0 +1,218 @@
+"""The key index (``binlake.keyindex``) at size: bytes per key on disk, the rebuild's time, lookups
+per second, a batch's index work, and the applier's peak memory, at each size in ``--keys``.
+
+Per size N (default ``1000000,10000000``), in a temporary folder:
+
+* **rebuild**: N keys (a ``long`` key, as binlake's integer keys) in data files of 1 M rows,
+  through ``IndexBuilder`` (what a rebuild does with the rows Spark reads), then renamed into
+  place and opened with its checks (``quick_check``, the count): the time of each part; the
+  reference is pyarrow writing the same (key, file, pos) rows to one Parquet file (a lower bound
+  for any on-disk form of them), printed as a ratio;
+* **bytes per key**: the index file's size (after the rebuild, and after the batches) / N;
+* **lookups**: ``--lookups`` random keys (90% present) in batches of 5,000, per second;
+* **batches**: ``--batches`` batches of 5,000 changed keys each (lookups, the found rows'
+  entries removed, the new rows' entries added, one commit), per second;
+* **peak RSS**: a child process that opens the index and runs the lookups and batches, its
+  peak resident memory (``VmHWM``) against the same child at N / 10: the index must not grow
+  the applier with the table (ratio near 1).
+
+Not a test; run it on a quiet machine. A quick check: ``--keys 100000 --lookups 20000``.
+
+    .venv/bin/python bench/keyindex.py [--keys 1000000,10000000] [--lookups 200000] [--batches 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from binlake.keyindex.encode import encode_keys
+from binlake.keyindex.folder import IndexFolder
+
+UUID = "00000000-0000-4000-8000-00000000beef"
+SPEC = "1:int"
+FILE_ROWS = 1_000_000
+BATCH = 5_000
+
+
+def keys_of(values: list[int]) -> list[bytes]:
+    return encode_keys([pa.array(values, pa.int64())])
+
+
+def data_path(file: int) -> str:
+    return f"s3a://bench/lake/db/t/data/00000-{file}-binlake-{file:08d}-data.parquet"
+
+
+def rebuild(folder: IndexFolder, count: int) -> dict[str, float]:
+    started = time.perf_counter()
+    builder = folder.builder(UUID, SPEC)
+    for first in range(0, count, FILE_ROWS):
+        rows = list(range(first, min(first + FILE_ROWS, count)))
+        for at in range(0, len(rows), 100_000):  # Spark hands rows over in batches
+            part = rows[at : at + 100_000]
+            builder.add(data_path(first // FILE_ROWS), keys_of(part), [r - first for r in part])
+    added = time.perf_counter()
+    builder.finish(1)
+    finished = time.perf_counter()
+    index = folder.install(builder)
+    index.close()
+    installed = time.perf_counter()
+    folder.open(UUID, SPEC).close()  # the checks of a first open
+    checked = time.perf_counter()
+    return {
+        "add_s": added - started,
+        "sort_index_s": finished - added,
+        "install_s": installed - finished,
+        "open_check_s": checked - installed,
+        "total_s": checked - started,
+    }
+
+
+def parquet_reference(path: Path, count: int) -> float:
+    started = time.perf_counter()
+    writer = None
+    for first in range(0, count, FILE_ROWS):
+        rows = list(range(first, min(first + FILE_ROWS, count)))
+        table = pa.table(
+            {
+                "key": pa.array(keys_of(rows), pa.binary()),
+                "file": pa.array([data_path(first // FILE_ROWS)] * len(rows)).dictionary_encode(),
+                "pos": pa.array([r - first for r in rows], pa.int64()),
+            }
+        )
+        if writer is None:
+            writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+        writer.write_table(table)
+    if writer is not None:
+        writer.close()
+    return time.perf_counter() - started
+
+
+def work(folder_path: str, count: int, lookups: int, batches: int) -> dict[str, float]:
+    """In a child: open the index, look keys up, run batches; rates and peak RSS."""
+    folder = IndexFolder(Path(folder_path))
+    index = folder.open(UUID, SPEC)
+    rng = random.Random(7)
+    started = time.perf_counter()
+    found = 0
+    for _ in range(0, lookups, BATCH):
+        wanted = [rng.randrange(int(count * 1.1)) for _ in range(BATCH)]
+        found += len(index.lookup(keys_of(wanted)))
+    looked = time.perf_counter() - started
+    started = time.perf_counter()
+    next_key = count * 2
+    for batch in range(batches):
+        changed = rng.sample(range(count), BATCH // 2)
+        fresh = list(range(next_key, next_key + BATCH // 2))
+        next_key += len(fresh)
+        upserted = keys_of(changed + fresh)
+        index.begin()
+        hits = index.lookup(upserted)
+        index.paths({f for f, _ in hits.values()})
+        index.remove(list(hits))
+        index.put(f"s3a://bench/new-{batch}.parquet", upserted, range(len(upserted)))
+        index.commit(2 + batch)
+    batched = time.perf_counter() - started
+    index.close()
+    return {
+        "lookups_per_s": lookups / looked,
+        "hit_ratio": found / max(lookups, 1),
+        "batches_per_s": batches / batched if batched else 0.0,
+        "batch_ms": 1000 * batched / max(batches, 1),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory: ``VmHWM`` (``ru_maxrss`` keeps the parent's peak
+    across fork and exec on Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(folder: Path, count: int, lookups: int, batches: int) -> dict[str, float]:
+    command = [
+        sys.executable, __file__, "--child", str(folder), "--keys", str(count),
+        "--lookups", str(lookups), "--batches", str(batches),
+    ]  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"the child failed:\n{out.stderr}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(count: int, lookups: int, batches: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="binlake-bench-keyindex-") as temp:
+        root = Path(temp)
+        folder = IndexFolder(root / "keyindex")
+        times = rebuild(folder, count)
+        path = folder.current(UUID)
+        assert path is not None
+        size = path.stat().st_size
+        reference = parquet_reference(root / "reference.parquet", count)
+        parquet_size = (root / "reference.parquet").stat().st_size
+        at_size = child(folder.folder, count, lookups, batches)
+        small = IndexFolder(root / "small")
+        rebuild(small, max(count // 10, 1))
+        at_tenth = child(small.folder, max(count // 10, 1), lookups, batches)
+        wal = Path(f"{path}-wal")
+        grown = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        print(f"keys {count:,}")
+        print(
+            f"  rebuild {times['total_s']:.1f} s (rows in {times['add_s']:.1f} s, sort and "
+            f"index {times['sort_index_s']:.1f} s, rename {times['install_s']:.2f} s, first "
+            f"open's checks {times['open_check_s']:.1f} s); Parquet of the same rows "
+            f"{reference:.1f} s: ratio {times['total_s'] / reference:.1f}x"
+        )
+        print(
+            f"  on disk {size / count:.1f} bytes/key ({size / 1e6:.1f} MB; Parquet "
+            f"{parquet_size / count:.1f} bytes/key); after {batches} batches "
+            f"{grown / count:.1f} bytes/key with the WAL"
+        )
+        print(
+            f"  lookups {at_size['lookups_per_s']:,.0f}/s (hits {at_size['hit_ratio']:.0%}); "
+            f"at N/10 {at_tenth['lookups_per_s']:,.0f}/s: ratio "
+            f"{at_size['lookups_per_s'] / at_tenth['lookups_per_s']:.2f}"
+        )
+        print(
+            f"  batches of {BATCH:,} keys: {at_size['batch_ms']:.0f} ms each; at N/10 "
+            f"{at_tenth['batch_ms']:.0f} ms: ratio {at_size['batch_ms'] / at_tenth['batch_ms']:.2f}"
+        )
+        print(
+            f"  peak RSS {at_size['peak_rss_mb']:.0f} MB; at N/10 {at_tenth['peak_rss_mb']:.0f} "
+            f"MB: ratio {at_size['peak_rss_mb'] / at_tenth['peak_rss_mb']:.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", default="1000000,10000000")
+    parser.add_argument("--lookups", type=int, default=200_000)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = work(args.child, int(args.keys), args.lookups, args.batches)
+        print(json.dumps(result))
+        return
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    for count in (int(k) for k in args.keys.split(",")):
+        measure(count, args.lookups, args.batches)
+
+
+if __name__ == "__main__":
+    main()

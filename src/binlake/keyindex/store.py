@@ -1,0 +1,483 @@
+"""One key index file: a SQLite database of a lake table's keys and where their live rows are.
+
+Tables (docs/format.md, "Key index files"):
+
+* ``entries(key BLOB PRIMARY KEY, file INTEGER, pos INTEGER, crc INTEGER) WITHOUT ROWID``: a key's
+  bytes (``binlake.keyindex.encode``), the data file its live row is in (an id of ``files``) and
+  the row's position in that file (0-based); ``crc`` is the CRC32 of the key's bytes, then the
+  file id and the position as 8-byte big-endian integers. An index on ``(file, pos)`` finds a
+  data file's entries (a compaction removed it, a delete touched it);
+* ``files(id INTEGER PRIMARY KEY, path TEXT UNIQUE, crc INTEGER)``: the data files, by their
+  location as the table's metadata names them; ``crc`` is the CRC32 of ``<id>|<path>``;
+* ``meta``: one row, the format version, the Iceberg table's UUID, the key spec, the Iceberg
+  snapshot the entries match (NULL: the table had none), the number of entries and the CRC32 of
+  those five as text.
+
+Every value read is checked against its CRC before it is used; a mismatch, a SQLite error that
+says the file is damaged ("malformed", "not a database"), a meta row for another table or key, or
+a count of entries other than the meta's means the index is not true: ``KeyIndexUntrustedError``
+(its caller rebuilds it from the table). A ``PRAGMA user_version`` above ``FORMAT_VERSION`` is a
+newer binlake's file: ``KeyIndexVersionError``, and the file is left alone.
+
+The database runs with ``journal_mode=WAL`` and ``synchronous=FULL`` (a committed transaction
+survives a power cut; one cut short is rolled back), a cache of ``CACHE_KIB`` (the applier's
+memory does not grow with the table) and ``cell_size_check`` (SQLite checks each B-tree cell's
+size as it reads it). Changes are made in one transaction (``begin`` ... ``commit(snapshot)``):
+the meta row's snapshot moves with the entries it describes, or neither does.
+
+``IndexBuilder`` writes a new index file from scratch (a rebuild): rows are appended to a
+scratch table as they come, then moved into ``entries`` in key order by SQLite's sorter, the
+``(file, pos)`` index made, and the meta row written last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from binlake.binlog.header import crc32
+from binlake.errors import (
+    DiskFullError,
+    FileAccessError,
+    KeyIndexDuplicateKeyError,
+    KeyIndexUntrustedError,
+    KeyIndexVersionError,
+)
+from binlake.storage.durable import fsync_fd, raise_os_error
+
+#: The format this binlake reads and writes (``PRAGMA user_version`` and the meta row).
+FORMAT_VERSION = 1
+#: SQLite's page cache per index file, in KiB: the memory an index costs whatever its size.
+CACHE_KIB = 16 * 1024
+#: Keys per lookup statement (SQLite's bound on parameters is far above it).
+LOOKUP_CHUNK = 500
+
+SCHEMA = (
+    "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, "
+    "table_uuid TEXT NOT NULL, key_spec TEXT NOT NULL, snapshot INTEGER, entries INTEGER NOT NULL, "
+    "crc INTEGER NOT NULL)",
+    "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, crc INTEGER NOT NULL)",
+    "CREATE TABLE entries (key BLOB PRIMARY KEY, file INTEGER NOT NULL, pos INTEGER NOT NULL, "
+    "crc INTEGER NOT NULL) WITHOUT ROWID",
+)
+ENTRIES_INDEX = "CREATE INDEX entries_by_position ON entries (file, pos)"
+#: What SQLite says when a file is not (or no longer) a sound database.
+DAMAGE_MARKS = ("malformed", "not a database", "disk i/o error", "corrupt", "no such table")
+
+
+def entry_crc(key: bytes, file: int, pos: int) -> int:
+    return crc32(key + file.to_bytes(8, "big", signed=True) + pos.to_bytes(8, "big", signed=True))
+
+
+def file_crc(file: int, path: str) -> int:
+    return crc32(f"{file}|{path}".encode())
+
+
+@dataclass(frozen=True)
+class IndexMeta:
+    """The meta row: what the index is of, and the table state it matches."""
+
+    version: int
+    table_uuid: str
+    key_spec: str
+    snapshot: int | None
+    entries: int
+
+    @property
+    def crc(self) -> int:
+        text = f"{self.version}|{self.table_uuid}|{self.key_spec}|{self.snapshot}|{self.entries}"
+        return crc32(text.encode())
+
+
+def untrusted(path: Path, reason: str, detail: str) -> KeyIndexUntrustedError:
+    return KeyIndexUntrustedError(
+        f"key index {path.name}: {detail}; it is not used, and is rebuilt from the table",
+        file=str(path),
+        reason=reason,
+    )
+
+
+def connect(path: Path, *, building: bool = False) -> sqlite3.Connection:
+    """A connection to ``path`` (autocommit: transactions are explicit) with the index's
+    settings; ``building``: a file no one relies on until it is renamed (no journal, no
+    fsync: ``IndexBuilder`` fsyncs it once, whole)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        conn.execute("PRAGMA cell_size_check = ON")
+        conn.execute("PRAGMA mmap_size = 0")
+        if building:
+            conn.execute("PRAGMA journal_mode = OFF")
+            conn.execute("PRAGMA synchronous = OFF")
+        else:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+class KeyIndex:
+    """An open index file (see the module docstring). Not thread-safe: one batch of its table
+    uses it at a time (``binlake.lake.write.key_positions`` holds a lock per table)."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, meta: IndexMeta) -> None:
+        self.path = path
+        self._conn = conn
+        self.meta = meta
+        #: Entries added (+) and removed (-) in the open transaction.
+        self._delta: int | None = None
+
+    @classmethod
+    def open(cls, path: Path, table_uuid: str, key_spec: str, *, verify: bool) -> KeyIndex:
+        """Open ``path``, the index of the table ``table_uuid`` keyed by ``key_spec``;
+        ``verify``: check the whole file's structure and its count of entries too (once per
+        process: the first time binlake opens it)."""
+        if not path.is_file():
+            raise untrusted(path, "missing", "the file is missing")
+        try:
+            conn = connect(path)
+        except sqlite3.Error as error:
+            raise untrusted(path, "damaged", f"SQLite cannot open it ({error})") from None
+        try:
+            meta = _checked_meta(path, conn, table_uuid, key_spec)
+            if verify:
+                _verify(path, conn, meta)
+        except (KeyIndexUntrustedError, KeyIndexVersionError):
+            conn.close()
+            raise
+        except sqlite3.Error as error:
+            conn.close()
+            raise untrusted(path, "damaged", f"SQLite reports: {error}") from None
+        return cls(path, conn, meta)
+
+    @property
+    def snapshot(self) -> int | None:
+        return self.meta.snapshot
+
+    def close(self) -> None:
+        if self._delta is not None:
+            self.rollback()
+        self._conn.close()
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def lookup(self, keys: Sequence[bytes]) -> dict[bytes, tuple[int, int]]:
+        """The (file id, position) of each key the index holds (keys it lacks: not in the table
+        at the index's snapshot, or added since in the open transaction)."""
+        found: dict[bytes, tuple[int, int]] = {}
+        with self._reading():
+            for at in range(0, len(keys), LOOKUP_CHUNK):
+                chunk = keys[at : at + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                statement = f"SELECT key, file, pos, crc FROM entries WHERE key IN ({marks})"
+                for key, file, pos, crc in self._conn.execute(statement, chunk):
+                    if crc != entry_crc(key, file, pos):
+                        raise untrusted(self.path, "crc", "an entry fails its CRC32")
+                    found[key] = (file, pos)
+        return found
+
+    def paths(self, ids: Iterable[int]) -> dict[int, str]:
+        """The data file path of each file id."""
+        wanted = sorted(set(ids))
+        out: dict[int, str] = {}
+        with self._reading():
+            for at in range(0, len(wanted), LOOKUP_CHUNK):
+                chunk = wanted[at : at + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                statement = f"SELECT id, path, crc FROM files WHERE id IN ({marks})"
+                for file, path, crc in self._conn.execute(statement, chunk):
+                    if crc != file_crc(file, path):
+                        raise untrusted(self.path, "crc", "a data file's path fails its CRC32")
+                    out[file] = path
+        if len(out) != len(wanted):
+            raise untrusted(self.path, "damaged", "an entry names a data file it does not list")
+        return out
+
+    def entries_of(self, path: str) -> Iterator[tuple[bytes, int]]:
+        """(key, position) of the entries of one data file, in position order (tests, tools)."""
+        with self._reading():
+            file = self._file_id(path, create=False)
+            if file is None:
+                return
+            statement = "SELECT key, pos, crc FROM entries WHERE file = ? ORDER BY pos"
+            for key, pos, crc in self._conn.execute(statement, (file,)).fetchall():
+                if crc != entry_crc(key, file, pos):
+                    raise untrusted(self.path, "crc", "an entry fails its CRC32")
+                yield key, pos
+
+    # ---- one transaction of changes -------------------------------------------------------
+
+    def begin(self) -> None:
+        with self._reading():
+            self._conn.execute("BEGIN IMMEDIATE")
+        self._delta = 0
+
+    def remove(self, keys: Sequence[bytes]) -> None:
+        """Remove the entries of ``keys`` (each one the index holds)."""
+        assert self._delta is not None, "no open transaction"
+        with self._reading():
+            cursor = self._conn.executemany(
+                "DELETE FROM entries WHERE key = ?", ((k,) for k in keys)
+            )
+            self._delta -= cursor.rowcount
+
+    def put(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        """Add an entry per key: its live row is at ``positions[i]`` of the data file ``path``."""
+        assert self._delta is not None, "no open transaction"
+        if not keys:
+            return
+        with self._reading():
+            file = self._file_id(path, create=True)
+            assert file is not None
+            rows = (
+                (key, file, pos, entry_crc(key, file, pos))
+                for key, pos in zip(keys, positions, strict=True)
+            )
+            try:
+                self._conn.executemany(
+                    "INSERT INTO entries (key, file, pos, crc) VALUES (?, ?, ?, ?)", rows
+                )
+            except sqlite3.IntegrityError:
+                raise duplicate_key(self.path) from None
+            self._delta += len(keys)
+
+    def drop_files(self, paths: Iterable[str]) -> None:
+        """Remove every entry of the data files ``paths`` and the files themselves."""
+        assert self._delta is not None, "no open transaction"
+        with self._reading():
+            for path in paths:
+                file = self._file_id(path, create=False)
+                if file is None:
+                    continue
+                cursor = self._conn.execute("DELETE FROM entries WHERE file = ?", (file,))
+                self._delta -= cursor.rowcount
+                self._conn.execute("DELETE FROM files WHERE id = ?", (file,))
+
+    def commit(self, snapshot: int | None) -> None:
+        """Make the open transaction's changes durable, the index now matching ``snapshot``."""
+        assert self._delta is not None, "no open transaction"
+        meta = IndexMeta(
+            FORMAT_VERSION,
+            self.meta.table_uuid,
+            self.meta.key_spec,
+            snapshot,
+            self.meta.entries + self._delta,
+        )
+        try:
+            with self._reading():
+                write_meta(self._conn, meta)
+                self._conn.execute("COMMIT")
+        except BaseException:
+            self.rollback()
+            raise
+        self.meta, self._delta = meta, None
+
+    def rollback(self) -> None:
+        """Forget the open transaction's changes (none reached the file)."""
+        if self._delta is None:
+            return
+        self._delta = None
+        with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled it back itself
+            self._conn.execute("ROLLBACK")
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _file_id(self, path: str, *, create: bool) -> int | None:
+        row = self._conn.execute("SELECT id, crc FROM files WHERE path = ?", (path,)).fetchone()
+        if row is not None:
+            if row[1] != file_crc(row[0], path):
+                raise untrusted(self.path, "crc", "a data file's path fails its CRC32")
+            return int(row[0])
+        if not create:
+            return None
+        (last,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()
+        file = int(last) + 1
+        self._conn.execute(
+            "INSERT INTO files (id, path, crc) VALUES (?, ?, ?)", (file, path, file_crc(file, path))
+        )
+        return file
+
+    def _reading(self) -> _Damage:
+        return _Damage(self.path)
+
+
+class _Damage:
+    """SQLite's errors as typed ones: a full disk, a damaged file (``KeyIndexUntrustedError``),
+    anything else a ``FileAccessError`` naming the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, _tb: object) -> None:
+        if not isinstance(error, sqlite3.DatabaseError) or isinstance(
+            error, sqlite3.IntegrityError
+        ):
+            return
+        message = str(error).lower()
+        if "full" in message:
+            raise DiskFullError(
+                f"disk full while writing key index {self.path.name}", file=str(self.path)
+            ) from None
+        if any(mark in message for mark in DAMAGE_MARKS):
+            raise untrusted(self.path, "damaged", f"SQLite reports: {error}") from None
+        raise FileAccessError(
+            f"key index {self.path.name}: SQLite reports: {error}", file=str(self.path)
+        ) from None
+
+
+def duplicate_key(path: Path) -> KeyIndexDuplicateKeyError:
+    return KeyIndexDuplicateKeyError(
+        "the lake table holds two live rows of one key (found while indexing its keys)",
+        file=str(path),
+        reason="duplicate key",
+    )
+
+
+def write_meta(conn: sqlite3.Connection, meta: IndexMeta) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta (id, version, table_uuid, key_spec, snapshot, entries, crc) "
+        "VALUES (1, ?, ?, ?, ?, ?, ?)",
+        (meta.version, meta.table_uuid, meta.key_spec, meta.snapshot, meta.entries, meta.crc),
+    )
+
+
+def _checked_meta(
+    path: Path, conn: sqlite3.Connection, table_uuid: str, key_spec: str
+) -> IndexMeta:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > FORMAT_VERSION:
+        raise KeyIndexVersionError(
+            f"key index {path.name} is of format version {version}; this binlake reads "
+            f"version {FORMAT_VERSION}",
+            file=str(path),
+            reason="newer version",
+            version=int(version),
+        )
+    if version != FORMAT_VERSION:
+        raise untrusted(path, "damaged", f"its format version is {version}")
+    rows = conn.execute(
+        "SELECT version, table_uuid, key_spec, snapshot, entries, crc FROM meta"
+    ).fetchall()
+    if len(rows) != 1:
+        raise untrusted(path, "damaged", f"it has {len(rows)} meta rows")
+    *values, crc = rows[0]
+    meta = IndexMeta(*values)
+    if crc != meta.crc or meta.version != version:
+        raise untrusted(path, "crc", "its meta row fails its CRC32")
+    if meta.table_uuid != table_uuid:
+        raise untrusted(path, "other table", f"it is the index of table {meta.table_uuid}")
+    if meta.key_spec != key_spec:
+        raise untrusted(
+            path, "key changed", f"it indexes the key {meta.key_spec}, the table's is {key_spec}"
+        )
+    return meta
+
+
+def _verify(path: Path, conn: sqlite3.Connection, meta: IndexMeta) -> None:
+    """SQLite's structural check of every page, and the entries counted against the meta row
+    (a page lost or cut off loses entries no CRC can name)."""
+    problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    if problems != ["ok"]:
+        raise untrusted(path, "damaged", f"SQLite's check finds: {'; '.join(problems)}")
+    (count,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+    if count != meta.entries:
+        raise untrusted(
+            path, "damaged", f"it holds {count} entries, its meta row says {meta.entries}"
+        )
+
+
+class IndexBuilder:
+    """A new index file written from scratch at ``path`` (a temporary name: its caller renames
+    it into place once ``finish`` returned and the file is fsynced)."""
+
+    def __init__(self, path: Path, table_uuid: str, key_spec: str) -> None:
+        self.path = path
+        self.table_uuid = table_uuid
+        self.key_spec = key_spec
+        self.scratch = path.with_name(path.name + ".scratch")
+        for stale in (path, self.scratch):
+            stale.unlink(missing_ok=True)
+        self._conn = connect(path, building=True)
+        self._files: dict[str, int] = {}
+        self.rows = 0
+        conn = self._conn
+        conn.execute("ATTACH DATABASE ? AS scratch", (str(self.scratch),))
+        conn.execute("PRAGMA scratch.journal_mode = OFF")
+        conn.execute("PRAGMA scratch.synchronous = OFF")
+        conn.execute("BEGIN")
+        for statement in SCHEMA:
+            conn.execute(statement)
+        conn.execute("CREATE TABLE scratch.rows (key BLOB, file INTEGER, pos INTEGER, crc INTEGER)")
+
+    def add(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        """The live rows of data file ``path``: their keys and positions."""
+        with _Damage(self.path):
+            self._add(path, keys, positions)
+
+    def _add(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        file = self._files.get(path)
+        if file is None:
+            file = self._files[path] = len(self._files) + 1
+            self._conn.execute(
+                "INSERT INTO files (id, path, crc) VALUES (?, ?, ?)",
+                (file, path, file_crc(file, path)),
+            )
+        self._conn.executemany(
+            "INSERT INTO scratch.rows VALUES (?, ?, ?, ?)",
+            (
+                (key, file, pos, entry_crc(key, file, pos))
+                for key, pos in zip(keys, positions, strict=True)
+            ),
+        )
+        self.rows += len(keys)
+
+    def finish(self, snapshot: int | None) -> None:
+        """Sort the rows into ``entries``, index them, write the meta row last, and close the
+        file, fsynced."""
+        with _Damage(self.path):
+            self._finish(snapshot)
+
+    def _finish(self, snapshot: int | None) -> None:
+        conn = self._conn
+        try:
+            conn.execute(
+                "INSERT INTO entries SELECT key, file, pos, crc FROM scratch.rows ORDER BY key"
+            )
+        except sqlite3.IntegrityError:
+            raise duplicate_key(self.path) from None
+        conn.execute("COMMIT")
+        conn.execute("DETACH DATABASE scratch")
+        self.scratch.unlink(missing_ok=True)
+        conn.execute("BEGIN")
+        conn.execute(ENTRIES_INDEX)
+        write_meta(
+            conn, IndexMeta(FORMAT_VERSION, self.table_uuid, self.key_spec, snapshot, self.rows)
+        )
+        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+        conn.execute("COMMIT")
+        conn.close()
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError as exc:
+            raise_os_error(exc, self.path, "opening a rebuilt key index")
+        try:
+            fsync_fd(fd, "keyindex", self.path)
+        finally:
+            os.close(fd)
+
+    def abandon(self) -> None:
+        """Close and remove what was written (an error or a stop before ``finish``)."""
+        try:
+            self._conn.close()
+        finally:
+            for path in (self.path, self.scratch):
+                path.unlink(missing_ok=True)

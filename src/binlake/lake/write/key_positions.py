@@ -1,0 +1,229 @@
+"""Position deletes for a keyed table's row delta, from its key index.
+
+``KeyPositions`` keeps the key indexes of one applier (``binlake.keyindex``: one SQLite file per
+lake table in ``<state dir>/keyindex/``). A batch of a table (``KeyedWriter``):
+
+1. ``begin(target)``: the table was loaded at its base snapshot B; the index is made to match B
+   (``_matching``): used as it is when its snapshot is B; caught up when its snapshot is an
+   ancestor of B (``key_reads.plan_catch_up``: the entries of the data files the commits since
+   removed go, the data files they added or deleted rows from are read again at B, in one
+   SQLite transaction that moves the index's snapshot to B); rebuilt from a read of the whole
+   table at B when it is missing, damaged, of another table or key, or behind in a way a
+   catch-up cannot follow (each rebuild reported through ``notice``: a typed warning, counted
+   in a metric). A table without a snapshot gets an empty index, silently.
+2. ``BatchPositions.chunk`` per staged chunk: every key the chunk upserts or deletes is looked
+   up; the rows found are the batch's position deletes, their entries go, and each upserted
+   row's entry is its position in the batch's new data file. All of it in one open SQLite
+   transaction.
+3. The caller commits the row delta (snapshot S'), then ``BatchPositions.commit(S')``: the
+   transaction commits with the index's snapshot at S'. Anything else (a conflict, a crash
+   before, at ``apply_before_key_index_update`` included) leaves the index at B, which the next
+   batch catches up from.
+
+A damaged entry met in the middle of a batch (``KeyIndexUntrustedError`` from a lookup) ends the
+batch's transaction; ``distrust`` removes the index, and the caller stages the batch again on a
+rebuilt one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from binlake.errors import KeyIndexUntrustedError
+from binlake.keyindex.encode import encode_keys, key_spec
+from binlake.keyindex.folder import IndexFolder
+from binlake.keyindex.store import KeyIndex, untrusted
+from binlake.lake.spark.errors import spark_errors
+from binlake.lake.write.delta_files import DeltaLayout, position_deletes
+from binlake.lake.write.key_reads import plan_catch_up, read_entries
+from binlake.lake.write.row_delta import DeltaTable
+
+#: Told of every index that is rebuilt, with why (the typed warning).
+Notice = Callable[[KeyIndexUntrustedError], None]
+
+
+def layout_key_spec(layout: DeltaLayout) -> str:
+    by_name = {c.name: c for c in layout.columns}
+    return key_spec([(by_name[name].field_id, by_name[name].type) for name in layout.key])
+
+
+class BatchPositions:
+    """One batch's lookups and index changes (an open transaction of ``index``); the
+    ``delta_files.PositionLookup`` a row delta is staged with."""
+
+    def __init__(self, index: KeyIndex, key: Sequence[str], data_location: str) -> None:
+        self.index = index
+        self.key = tuple(key)
+        self.data_location = data_location
+        self._files: list[int] = []
+        self._positions: list[int] = []
+
+    def chunk(self, rows: pa.Table | None, deleted: pa.Table | None, first_row: int) -> None:
+        upserted = self._keys(rows)
+        gone = self._keys(deleted)
+        found = self.index.lookup(upserted + gone)
+        for file, pos in found.values():
+            self._files.append(file)
+            self._positions.append(pos)
+        self.index.remove(list(found))
+        self.index.put(self.data_location, upserted, range(first_row, first_row + len(upserted)))
+
+    def _keys(self, table: pa.Table | None) -> list[bytes]:
+        if table is None or not table.num_rows:
+            return []
+        return encode_keys([table.column(name) for name in self.key])
+
+    def deletes(self) -> pa.Table:
+        paths = self.index.paths(self._files)
+        return position_deletes([paths[f] for f in self._files], self._positions)
+
+    def referenced(self) -> tuple[str, ...]:
+        return tuple(sorted(self.index.paths(self._files).values()))
+
+    @property
+    def found(self) -> int:
+        """Rows the batch deletes by position."""
+        return len(self._positions)
+
+
+class KeyPositions:
+    """The key indexes of one applier (see the module docstring); thread-safe: a batch's tables
+    commit on several threads, each table's batches one at a time."""
+
+    def __init__(self, spark: SparkSession, folder: Path, notice: Notice) -> None:
+        self.spark = spark
+        self.folder = IndexFolder(folder)
+        self.notice = notice
+        self._indexes: dict[str, KeyIndex] = {}
+        #: Tables whose index ``distrust`` removed (told once, not again as missing).
+        self._distrusted: set[str] = set()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def begin(self, target: DeltaTable, data_location: str, table: str) -> BatchPositions:
+        """The batch's lookups on the table's index, made to match ``target``'s base snapshot,
+        in an open transaction; ``end`` it (always)."""
+        uuid = _uuid(target, table)
+        lock = self._lock(uuid)
+        lock.acquire()
+        try:
+            index = self._matching(uuid, target, table)
+            index.begin()
+        except BaseException:
+            lock.release()
+            raise
+        return BatchPositions(index, target.layout.key, data_location)
+
+    def end(self, batch: BatchPositions, snapshot: int | None) -> None:
+        """End ``batch``: commit its changes with the index at ``snapshot`` (the row delta's
+        commit), or, with None, roll them back (the index stays at the base snapshot)."""
+        uuid = batch.index.meta.table_uuid
+        try:
+            if snapshot is None:
+                batch.index.rollback()
+            else:
+                batch.index.commit(snapshot)
+        finally:
+            self._lock(uuid).release()
+
+    def distrust(self, target: DeltaTable, error: KeyIndexUntrustedError, table: str) -> None:
+        """The table's index failed a check mid-batch: report it and remove it (the next
+        ``begin`` rebuilds it)."""
+        uuid = _uuid(target, table)
+        with self._lock(uuid):
+            self._tell(error, table)
+            self._forget(uuid)
+            self.folder.discard(uuid)
+            self._distrusted.add(uuid)
+
+    def close(self) -> None:
+        with self._guard:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+
+    # ---- the index at the base snapshot ----------------------------------------------------
+
+    def _matching(self, uuid: str, target: DeltaTable, table: str) -> KeyIndex:
+        spec = layout_key_spec(target.layout)
+        index = self._indexes.get(uuid)
+        if index is not None and index.meta.key_spec != spec:
+            self._tell(untrusted(index.path, "key changed", "the table's key changed"), table)
+            self._forget(uuid)
+            index = None
+        if index is None:
+            try:
+                index = self.folder.open(uuid, spec)
+            except KeyIndexUntrustedError as error:
+                told = uuid in self._distrusted or target.base_snapshot is None
+                if error.reason != "missing" or not told:
+                    self._tell(error, table)
+                self._distrusted.discard(uuid)
+                index = self._rebuild(uuid, spec, target, table)
+            self._indexes[uuid] = index
+        if index.snapshot == target.base_snapshot:
+            return index
+        plan = plan_catch_up(self.spark, target, index.snapshot, table)
+        if plan.rebuild is None:
+            try:
+                return self._catch_up(index, target, plan.dropped, plan.read, table)
+            except KeyIndexUntrustedError as error:
+                plan.rebuild = error.message
+        self._tell(untrusted(index.path, "behind", f"it cannot catch up: {plan.rebuild}"), table)
+        self._forget(uuid)
+        index = self._indexes[uuid] = self._rebuild(uuid, spec, target, table)
+        return index
+
+    def _catch_up(
+        self, index: KeyIndex, target: DeltaTable, dropped: set[str], read: set[str], table: str
+    ) -> KeyIndex:
+        """Bring ``index`` to the base snapshot in one transaction (see ``key_reads``)."""
+        index.begin()
+        try:
+            index.drop_files(sorted(dropped))
+            for path, keys, positions in read_entries(self.spark, target, read, table):
+                index.put(path, keys, positions)
+            index.commit(target.base_snapshot)
+        except BaseException:
+            index.rollback()
+            raise
+        return index
+
+    def _rebuild(self, uuid: str, spec: str, target: DeltaTable, table: str) -> KeyIndex:
+        """A new index of the table at its base snapshot, read whole, renamed into place."""
+        builder = self.folder.builder(uuid, spec)
+        try:
+            for path, keys, positions in read_entries(self.spark, target, None, table):
+                builder.add(path, keys, positions)
+            with spark_errors(f"rebuild the key index of {target.name}", table):
+                builder.finish(target.base_snapshot)
+        except BaseException:
+            builder.abandon()
+            raise
+        return self.folder.install(builder)
+
+    def _tell(self, error: KeyIndexUntrustedError, table: str) -> None:
+        error.table = error.table or table
+        self.notice(error)
+
+    def _forget(self, uuid: str) -> None:
+        index = self._indexes.pop(uuid, None)
+        if index is not None:
+            index.close()
+
+    def _lock(self, uuid: str) -> threading.Lock:
+        with self._guard:
+            lock = self._locks.get(uuid)
+            if lock is None:
+                lock = self._locks[uuid] = threading.Lock()
+            return lock
+
+
+def _uuid(target: DeltaTable, table: str) -> str:
+    with spark_errors(f"read the UUID of {target.name}", table):
+        return str(target.java.uuid())

@@ -1,0 +1,188 @@
+"""The key index end to end (real MariaDB, Spark, Iceberg): by default a batch that updates or
+deletes a key already in the table deletes its row by position (a position-delete file, the
+positions from the key index in the state folder); the index names the table's snapshot and
+holds exactly its live rows after every batch, after another writer's compaction (caught up
+from the table's commits), and after it was damaged, removed or replaced by another table's
+(rebuilt, reported, counted); ``binlake maintain`` turns an equality-delete table into one no
+equality delete reaches; a commit whose position deletes name a data file a compaction removed
+meanwhile fails as a conflict. Every scenario ends with `binlake verify`."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlake.binlog.names import TableName
+from binlake.config import load_config
+from binlake.console import Console
+from binlake.errors import CommitConflictError
+from binlake.lake.catalog.write_path import WRITE
+from binlake.lake.spark.lineage import current_lineage
+from binlake.lake.spark.lookup import read_lake_schema
+from binlake.lake.write.changes import KeyedChanges
+from binlake.lake.write.key_positions import KeyPositions
+from binlake.lake.write.keyed import KeyedWriter
+from binlake.maintain.runner import Maintainer
+from binlake.metrics import KEY_INDEX_REBUILDS
+from binlake_dev.sandbox import MariaDBSandbox
+from key_index_testing import (
+    EQUALITY_DELETES,
+    POSITION_DELETES,
+    assert_index_matches_the_table,
+    damage,
+    index_path,
+    lake_name,
+    live_delete_kinds,
+    run_sql,
+)
+from maintain_testing import with_maintenance
+from replicate_testing import (
+    assert_history_is_exactly_once,
+    assert_verify_passes,
+    config_for,
+    module_source,
+    replicate_in_process,
+)
+
+source = module_source("key-index-source")
+
+ONE_BATCH = "max_transactions = 100000\nmax_seconds = 120\n"
+TABLE = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40), n INT)"
+COMPACT_ONLY = (
+    "[maintenance]\n"
+    "delete_files_per_data_file = 0.0\n"
+    "small_files = 2\n"
+    "manifests = 10000000\n"
+    "keep_snapshots = 10000000\n"
+    "orphan_min_age_s = 86400\n"
+)
+
+
+def churn(source: MariaDBSandbox, database: str, step: int) -> None:
+    """Updates, deletes, inserts and a key move of rows already in the lake."""
+    run_sql(
+        source,
+        database,
+        f"UPDATE t SET v = 'u{step}', n = n + 1 WHERE id % 5 = {step % 5}",
+        f"DELETE FROM t WHERE id % 17 = {step % 17}",
+        f"INSERT INTO t SELECT seq, 'i{step}', seq FROM seq_{1000 * step}_to_{1000 * step + 9}",
+        f"UPDATE t SET id = id + 100000 WHERE id = {2 + step}",
+    )
+
+
+def replicated(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str, applier: str = ""
+) -> Path:
+    source.execute(f"CREATE DATABASE {database}")
+    run_sql(source, database, TABLE, "INSERT INTO t SELECT seq, 'a', seq FROM seq_1_to_200")
+    config = config_for(tmp_path, source, spark, database, applier=ONE_BATCH + applier)
+    replicate_in_process(config, spark)
+    return config
+
+
+def test_position_deletes_follow_every_batch_and_a_damaged_or_foreign_index_is_rebuilt(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """Batches of updates, deletes, inserts and key moves: every delete is by position, the
+    index follows each batch (never rebuilt) and holds exactly the table's live rows. Then the
+    index file is damaged (bytes overwritten in its middle), then replaced by another table's:
+    each time the next batch rebuilds it, says so and counts it, and no row is wrong."""
+    database = "ki_default"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    run_sql(source, database, "CREATE TABLE other (id INT PRIMARY KEY, v INT)",
+            "INSERT INTO other SELECT seq, seq FROM seq_1_to_300")  # fmt: skip
+    assert_index_matches_the_table(spark, config, table)
+    churn(source, database, 1)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output  # followed, never rebuilt
+    assert_index_matches_the_table(spark, config, table)
+    newest = current_lineage(spark, lake_name(config, table))[0].summary
+    assert newest[WRITE] == "row-delta"
+    assert int(newest["added-position-deletes"]) > 0 and "added-equality-deletes" not in newest
+    for step, how, reason in ((2, "middle", "damaged"), (3, "foreign", "other table")):
+        other = index_path(config, spark, f"{database}.other")
+        damage(index_path(config, spark, table), how, other=other)
+        churn(source, database, step)
+        run = replicate_in_process(config, spark)
+        assert f"{table}: key index" in run.output and "rebuilt from the table" in run.output
+        assert run.metrics.value(KEY_INDEX_REBUILDS, {"table": table, "reason": reason}) == 1
+        assert_index_matches_the_table(spark, config, table)
+    assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+
+
+def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_up(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A batch is staged on the table's state before ``binlake maintain`` compacts it: its
+    position deletes name data files the compaction removed, so its commit fails as a conflict
+    (the applier's retry re-plans it) instead of leaving the replaced rows live. The
+    compaction moved every row and removed the deletes it applied; the next batch catches the
+    index up from its commit (no rebuild) and deletes by position in the compacted file."""
+    database = "ki_compacted"
+    table = f"{database}.t"
+    config = with_maintenance(replicated(tmp_path, source, spark, database), COMPACT_ONLY)
+    churn(source, database, 1)
+    replicate_in_process(config, spark)
+    name = lake_name(config, table)
+    schema = read_lake_schema(spark, name, TableName.parse(table))
+    folder = load_config(config).state.keyindex_dir
+    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
+    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
+    changes.update((4, "a", 4), (4, "changed", 40))  # a row the churn left as it was
+    target = keyed.deltas.open(name, schema.key, table)
+    assert keyed.positions is not None
+    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
+    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    assert staged.referenced, "the update deletes a row by position"
+    maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
+    (keyed_table,) = maintainer.tables()
+    done = maintainer.maintain(keyed_table)
+    assert done.runs[0].counts["rewritten_data_files_count"] >= 2, done.runs
+    assert live_delete_kinds(spark, config, table) == []
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    assert "missing" in (conflict.value.reason or "").lower(), conflict.value.reason
+    churn(source, database, 2)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert_index_matches_the_table(spark, config, table)
+    assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    assert_verify_passes(config, spark)
+
+
+def test_maintain_converts_an_equality_delete_table_and_position_batches_follow(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """Replicated with ``deletes = "equality"`` (the old behaviour: equality deletes live, no
+    index), compacted by ``binlake maintain`` (no equality delete stays live), then switched to
+    position deletes: the index is built once from the table and every later delete is by
+    position."""
+    database = "ki_convert"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database, applier='deletes = "equality"\n')
+    churn(source, database, 1)
+    replicate_in_process(config, spark)
+    assert set(live_delete_kinds(spark, config, table)) == {EQUALITY_DELETES}
+    assert not load_config(config).state.keyindex_dir.exists()
+    with_maintenance(config, COMPACT_ONLY)
+    maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
+    maintainer.maintain(maintainer.tables()[0])
+    assert live_delete_kinds(spark, config, table) == []
+    config.write_text(config.read_text().replace('deletes = "equality"\n', ""))
+    churn(source, database, 2)
+    run = replicate_in_process(config, spark)
+    assert run.metrics.value(KEY_INDEX_REBUILDS, {"table": table, "reason": "missing"}) == 1
+    churn(source, database, 3)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)

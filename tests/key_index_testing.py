@@ -1,0 +1,110 @@
+"""What the key index and row delta tests share: a table's index as the state folder holds it,
+the positions of the table's live rows as Spark reads them, the kinds of its live delete files,
+ways to damage an index file, and statements run on the source one transaction each."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from binlake.binlog.names import TableName
+from binlake.config import load_config
+from binlake.keyindex.folder import IndexFolder
+from binlake.lake.catalog.target import lake_target
+from binlake.lake.spark.lineage import table_metadata
+from binlake_dev.sandbox import MariaDBSandbox
+
+#: Iceberg's content codes of delete files (the ``delete_files`` metadata table).
+POSITION_DELETES, EQUALITY_DELETES = 1, 2
+
+
+def run_sql(source: MariaDBSandbox, database: str, *statements: str) -> None:
+    """Each statement in a transaction of its own, in ``database``."""
+    with source.connect(database, autocommit=False) as conn, conn.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+            conn.commit()
+
+
+def lake_name(config: Path, table: str) -> str:
+    return lake_target(load_config(config)).lake_table(TableName.parse(table))
+
+
+def index_path(config: Path, spark: Any, table: str) -> Path:
+    """The index file of ``table`` (``db.t``) in the state folder (it must exist)."""
+    folder = IndexFolder(load_config(config).state.keyindex_dir)
+    uuid = table_metadata(spark, lake_name(config, table))["table-uuid"]
+    path = folder.current(uuid)
+    assert path is not None, f"no key index of {table} in {folder.folder}"
+    return path
+
+
+def index_entries(
+    config: Path, spark: Any, table: str
+) -> tuple[int | None, set[tuple[int, str, int]]]:
+    """(the index's snapshot, its (integer key, data file, position) entries), read with
+    SQLite directly."""
+    with sqlite3.connect(index_path(config, spark, table)) as conn:
+        (snapshot,) = conn.execute("SELECT snapshot FROM meta").fetchone()
+        rows = conn.execute(
+            "SELECT e.key, f.path, e.pos FROM entries e JOIN files f ON f.id = e.file"
+        ).fetchall()
+    conn.close()
+    return snapshot, {(int.from_bytes(k, "big", signed=True), p, pos) for k, p, pos in rows}
+
+
+def lake_positions(
+    spark: Any, config: Path, table: str, key: str = "id"
+) -> set[tuple[int, str, int]]:
+    """(key, data file, position) of every live row, as Spark reads the table."""
+    name = lake_name(config, table)
+    spark.sql(f"REFRESH TABLE {name}")
+    rows = spark.sql(f"SELECT {key}, _file, _pos FROM {name}").collect()
+    return {(int(r[0]), str(r[1]), int(r[2])) for r in rows}
+
+
+def current_snapshot(spark: Any, config: Path, table: str) -> int:
+    return int(table_metadata(spark, lake_name(config, table))["current-snapshot-id"])
+
+
+def assert_index_matches_the_table(spark: Any, config: Path, table: str) -> None:
+    """The index names the table's current snapshot and holds exactly its live rows."""
+    snapshot, entries = index_entries(config, spark, table)
+    assert snapshot == current_snapshot(spark, config, table)
+    assert entries == lake_positions(spark, config, table)
+
+
+def live_delete_kinds(spark: Any, config: Path, table: str) -> list[int]:
+    """The content code of each live delete file of the table."""
+    name = lake_name(config, table)
+    spark.sql(f"REFRESH TABLE {name}")
+    return sorted(
+        int(r[0]) for r in spark.sql(f"SELECT content FROM {name}.delete_files").collect()
+    )
+
+
+def damage(path: Path, how: str, other: Path | None = None) -> None:
+    """Damage an index file: ``middle`` (bytes overwritten in its middle), ``truncate`` (cut in
+    half), ``missing`` (removed), ``foreign`` (another table's index put in its place)."""
+    conn = sqlite3.connect(path)  # what the WAL holds goes into the file first
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    if how == "middle":
+        data = bytearray(path.read_bytes())
+        middle = len(data) // 2
+        data[middle : middle + 2048] = bytes(range(256)) * 8
+        path.write_bytes(bytes(data))
+    elif how == "truncate":
+        with path.open("r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+    elif how == "missing":
+        path.unlink()
+    elif how == "foreign":
+        assert other is not None
+        shutil.copyfile(other, path)
+    else:
+        raise ValueError(how)
