@@ -21,6 +21,7 @@ MAINTAIN_EVERYTHING = (
     "[maintenance]\n"
     "delete_files_per_data_file = 0.0\n"
     "small_files = 2\n"
+    "position_delete_files = 1\n"
     "manifests = 2\n"
     "snapshot_max_age_s = 0\n"
     "keep_snapshots = 1\n"
@@ -53,11 +54,13 @@ def with_maintenance(config: Path, section: str = MAINTAIN_EVERYTHING) -> Path:
 #: Thresholds no tiny table trips, per step (orphan removal runs every time).
 _NEVER = {
     "compact": "delete_files_per_data_file = 1000000.0\nsmall_files = 10000000\n",
+    "deletes": "position_delete_files = 10000000\n",
     "manifests": "manifests = 10000000\n",
     "expire": "keep_snapshots = 10000000\n",
 }
 _TRIP = {
     "compact": "delete_files_per_data_file = 0.0\nsmall_files = 2\n",
+    "deletes": "position_delete_files = 1\n",
     "manifests": "manifests = 2\n",
     "expire": "snapshot_max_age_s = 0\nkeep_snapshots = 1\n",
 }

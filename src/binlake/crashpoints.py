@@ -99,6 +99,8 @@ POINTS: dict[str, str] = {
     "its next step not yet run",
     "maintain_after_prune": "maintain: a table's dangling delete files removed (one RewriteFiles "
     "commit), its next step not yet run",
+    "maintain_after_deletes": "maintain: a table's position-delete files merged (one "
+    "RewritePositionDeleteFiles commit), its next step not yet run",
     "maintain_after_manifests": "maintain: a table's manifests rewritten, its next step not yet "
     "run",
     "maintain_after_protect": "maintain: the tags keeping the snapshots retained cuts name "

@@ -34,8 +34,10 @@ from binlake.lake.spark.lineage import current_lineage, lineage_cut, refs, snaps
 from binlake.lake.spark.lookup import load_table
 from binlake.lake.tables.maintenance import (
     CACHED_DELETES,
+    FoldPolicy,
     action_session,
     compact,
+    merge_position_deletes,
     remove_dangling_deletes,
     rewrite_action,
     table_health,
@@ -382,6 +384,43 @@ def test_pruning_after_a_compaction_removes_a_merges_position_deletes_and_keeps_
     assert sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0
     rows = [tuple(r) for r in sql(f"SELECT id, v FROM {name} ORDER BY id").collect()]
     assert rows == [(2, 2), (3, 3), (4, 40)]
+
+
+def test_a_fold_rewrites_small_and_mostly_deleted_files_only_then_position_deletes_merge(
+    spark: object,
+) -> None:
+    """Without equality deletes a compaction folds the small files and rewrites a file with
+    half its rows deleted, and leaves the large file with a few position deletes as it was;
+    the "deletes" step then merges the position-delete files (one per DELETE here: partition
+    granularity, as a batch writes one for the data files it reaches) into one."""
+    sql = spark.sql  # type: ignore[attr-defined]
+    namespace = f"lm_{uuid.uuid4().hex[:8]}"
+    name = f"lake.{namespace}.t"
+    own = {**TABLE_PROPERTIES, "write.delete.granularity": "partition"}
+    properties = ", ".join(f"'{k}' = '{v}'" for k, v in own.items())
+    sql(f"CREATE NAMESPACE lake.{namespace}")
+    sql(f"CREATE TABLE {name} (id INT, v INT) USING iceberg TBLPROPERTIES ({properties})")
+    one_file = "INSERT INTO {} SELECT /*+ COALESCE(1) */ CAST(id AS INT), 0 FROM range({}, {})"
+    for low, high in ((0, 2000), (2000, 2004), (2004, 2006), (2006, 2008)):
+        sql(one_file.format(name, low, high))
+    large = sql(f"SELECT file_path, file_size_in_bytes FROM {name}.files").collect()
+    large_path, small_bytes = max((r[1], r[0]) for r in large)[::-1]  # every other is smaller
+    for deleted in ("id IN (2000, 2001)", "id = 5", "id = 6", "id = 7"):
+        sql(f"DELETE FROM {name} WHERE {deleted}")
+    health = table_health(spark, name, small_bytes)  # type: ignore[arg-type]
+    assert (health.equality_deletes, health.delete_files, health.small_files) == (0, 4, 3)
+    expected = [tuple(r) for r in sql(f"SELECT id, v FROM {name} ORDER BY id").collect()]
+    counts = compact(spark, "lake", (namespace, "t"), FoldPolicy(small_bytes, 0.3))  # type: ignore[arg-type]
+    assert counts["rewritten_data_files_count"] == 3, counts
+    live = {r[0] for r in sql(f"SELECT file_path FROM {name}.files WHERE content = 0").collect()}
+    assert large_path in live and len(live) == 2, live
+    # The delete of the half-deleted file's rows named that file only: dangling, pruned.
+    assert remove_dangling_deletes(spark, name)["removed_dangling_delete_files_count"] == 1  # type: ignore[arg-type]
+    assert table_health(spark, name, small_bytes).delete_files == 3  # type: ignore[arg-type]
+    merged = merge_position_deletes(spark, "lake", (namespace, "t"))  # type: ignore[arg-type]
+    assert merged["rewritten_delete_files_count"] == 3, merged
+    assert sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 1
+    assert [tuple(r) for r in sql(f"SELECT id, v FROM {name} ORDER BY id").collect()] == expected
 
 
 def test_the_compaction_runs_with_the_executors_delete_file_cache_on(spark: object) -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from binlake.config import MaintenanceConfig, config_from_mapping
 from binlake.errors import ConfigError
-from binlake.lake.tables.maintenance import TableHealth
-from binlake.maintain.plan import Step, orphans_due, plan_table
+from binlake.lake.tables.maintenance import FoldPolicy, TableHealth
+from binlake.maintain.plan import Planned, Step, orphans_due, plan_table
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 BASE = {"source": {"host": "127.0.0.1", "user": "repl", "server_id": 7}, "state": {"dir": "s"}}
@@ -59,13 +59,13 @@ def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> 
     assert steps(health(snapshots=100, oldest_snapshot=old)) == [Step.ORPHANS], "all kept"
     young = health(snapshots=500, oldest_snapshot=NOW - timedelta(hours=1))
     assert steps(young) == [Step.ORPHANS], "none older than a day"
-    every = health(delete_files=9, manifests=40, snapshots=200, oldest_snapshot=old)
+    every = health(delete_files=20, manifests=40, snapshots=200, oldest_snapshot=old)
     assert steps(every) == list(Step), "in running order"
 
 
 def test_orphans_not_due_are_left_out_of_the_plan_and_nothing_else_is() -> None:
     assert steps(health(), orphans=False) == []
-    every = health(delete_files=9, manifests=40, snapshots=200, oldest_snapshot=NOW - timedelta(2))
+    every = health(delete_files=20, manifests=40, snapshots=200, oldest_snapshot=NOW - timedelta(2))
     assert steps(every, orphans=False) == [s for s in Step if s is not Step.ORPHANS]
 
 
@@ -98,3 +98,42 @@ def test_a_bad_maintenance_value_is_a_config_error_naming_its_key(tmp_path: Path
     assert typo.value.field == "maintenance.keep_snapshot"
     config = config_from_mapping(BASE, base_dir=tmp_path, environ={})
     assert config.maintenance == MaintenanceConfig()
+
+
+def planned(table: TableHealth, **config: object) -> list[Planned]:
+    return plan_table(table, MaintenanceConfig(**config), NOW, orphans_due=False)  # type: ignore[arg-type]
+
+
+def test_a_table_with_equality_deletes_is_compacted_whole_once_a_threshold_trips() -> None:
+    compaction = planned(health(delete_files=6, equality_deletes=1))
+    assert [(p.step, p.whole) for p in compaction] == [(Step.COMPACT, True), (Step.PRUNE, False)]
+    assert "1 of them equality deletes" in compaction[0].reason
+    assert planned(health(delete_files=1, equality_deletes=1)) == [], "under the thresholds"
+
+
+def test_a_table_of_position_deletes_is_compacted_by_its_small_and_mostly_deleted_files() -> None:
+    compaction = planned(health(delete_files=6))
+    assert [(p.step, p.whole) for p in compaction] == [(Step.COMPACT, False), (Step.PRUNE, False)]
+    assert planned(health(small_files=16))[0].whole is False
+
+
+def test_position_delete_files_at_the_threshold_are_merged_after_the_pruning() -> None:
+    assert steps(health(delete_files=15), orphans=False, delete_files_per_data_file=9.0) == []
+    merged = steps(health(delete_files=16), orphans=False, delete_files_per_data_file=9.0)
+    assert merged == [Step.DELETES]
+    with_equality = health(delete_files=20, equality_deletes=5)
+    assert steps(with_equality, orphans=False) == [Step.COMPACT, Step.PRUNE], "15 positions"
+
+
+def test_the_fold_policy_names_iceberg_s_options_for_small_and_mostly_deleted_files() -> None:
+    options = FoldPolicy(small_file_bytes=4 << 20, delete_ratio=0.25).options()
+    assert options["min-file-size-bytes"] == str(4 << 20)
+    assert options["delete-ratio-threshold"] == "0.25"
+    assert "delete-file-threshold" not in options, "a file is not rewritten for one delete"
+
+
+@pytest.mark.parametrize("ratio", [0, -0.1, 1.5, "x"])
+def test_a_delete_ratio_outside_zero_to_one_is_refused(ratio: object, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="delete_ratio"):
+        mapping = {**BASE, "maintenance": {"delete_ratio": ratio}}
+        config_from_mapping(mapping, base_dir=tmp_path, environ={})

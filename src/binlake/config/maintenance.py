@@ -36,6 +36,23 @@ class MaintenanceConfig(Section):
         32 * 1024 * 1024,
         "a data file smaller than this counts as small",
     )
+    #: A compaction rewrites a data file at least this share of whose rows are deleted.
+    delete_ratio: float = setting(
+        "float",
+        float_value(0.0, 1.0),
+        0.3,
+        "a compaction (of a table without equality deletes) rewrites a data file once at least "
+        "this share of its rows is deleted, and the small ones; other files keep their position "
+        "deletes",
+    )
+    #: Merge the position-delete files once the table has this many.
+    position_delete_files: int = setting(
+        "int",
+        int_value(1, 10_000_000),
+        16,
+        "merge a table's position-delete files (rewrite_position_delete_files, one per partition) "
+        "once it has this many",
+    )
     #: Rewrite the manifests when the current snapshot has at least this many.
     manifests: int = setting(
         "int",

@@ -4,14 +4,20 @@ The steps, in the order they run (each is one Iceberg commit, or file deletions 
 
 1. ``compact``: delete files per data file at or over ``delete_files_per_data_file`` (and at
    least one delete file; dangling ones, which apply to no data file, are not counted), or
-   ``small_files`` data files under ``small_file_bytes``;
+   ``small_files`` data files under ``small_file_bytes``: the small files are folded and the
+   files with ``delete_ratio`` of their rows deleted rewritten, the rest left as it is; on a
+   table with equality deletes (an ``[applier] deletes = "equality"`` table, or one written
+   before position deletes) every data file a delete reaches is rewritten (``whole``), the
+   only way to rid the table of them;
 2. ``prune``: the table has dangling delete files, or is compacted (which leaves the delete
    files it applied in the table: equality deletes whose sequence number is not above the
    rewritten files' one apply to none of them);
-3. ``manifests``: the current snapshot has ``manifests`` manifests or more;
-4. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
+3. ``deletes``: ``position_delete_files`` position-delete files or more: merged (one per
+   partition);
+4. ``manifests``: the current snapshot has ``manifests`` manifests or more;
+5. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
    ``keep_snapshots`` (the applied position's snapshot is kept by its tag, whatever the bound);
-5. ``orphans``: files older than ``orphan_min_age_s`` that no snapshot references, when the
+6. ``orphans``: files older than ``orphan_min_age_s`` that no snapshot references, when the
    caller says it is due (``orphans_due``): a listing of the table's folder, which grows with
    its files, and a file becomes removable only ``orphan_min_age_s`` (at least a day) after it
    was written. ``binlake maintain`` runs it every time; the rounds inside ``binlake
@@ -31,6 +37,7 @@ from binlake.lake.tables.maintenance import TableHealth
 class Step(StrEnum):
     COMPACT = "compact"
     PRUNE = "prune"
+    DELETES = "deletes"
     MANIFESTS = "manifests"
     EXPIRE = "expire"
     ORPHANS = "orphans"
@@ -41,23 +48,33 @@ class Planned:
     step: Step
     #: Why it runs: the numbers that tripped its threshold.
     reason: str
+    #: A compaction of every data file a delete reaches (not only the small and mostly
+    #: deleted ones): the table has equality deletes.
+    whole: bool = False
 
 
 def plan_compaction(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
+    """A compaction when the thresholds trip; of every data file a delete reaches (``whole``)
+    when the table has equality deletes, else of the small and mostly deleted files."""
     deletes, data = health.delete_files, health.data_files
     if deletes and deletes >= config.delete_files_per_data_file * max(data, 1):
-        return Planned(
-            Step.COMPACT,
+        reason = (
             f"{deletes} delete files for {data} data files "
-            f"(threshold {config.delete_files_per_data_file:g} per data file)",
+            f"(threshold {config.delete_files_per_data_file:g} per data file)"
         )
-    if health.small_files >= config.small_files:
-        return Planned(
-            Step.COMPACT,
+    elif health.small_files >= config.small_files:
+        reason = (
             f"{health.small_files} of {data} data files under {config.small_file_bytes:,} bytes "
-            f"(threshold {config.small_files})",
+            f"(threshold {config.small_files})"
         )
-    return None
+    else:
+        return None
+    if health.equality_deletes:
+        reason += (
+            f"; {health.equality_deletes} of them equality deletes (each applies to every older "
+            "data file; some readers refuse them): every data file they reach is rewritten"
+        )
+    return Planned(Step.COMPACT, reason, whole=bool(health.equality_deletes))
 
 
 def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
@@ -65,6 +82,16 @@ def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
         return Planned(Step.PRUNE, f"{health.dangling_deletes} dangling delete files")
     if compacting:
         return Planned(Step.PRUNE, "the delete files the compaction applied")
+    return None
+
+
+def plan_position_deletes(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
+    positions = health.delete_files - health.equality_deletes
+    if positions >= config.position_delete_files:
+        return Planned(
+            Step.DELETES,
+            f"{positions} position-delete files (threshold {config.position_delete_files})",
+        )
     return None
 
 
@@ -102,6 +129,7 @@ def plan_table(
     """The steps ``health`` calls for, in running order (orphans last, when ``orphans_due``)."""
     compaction = plan_compaction(health, config)
     steps = [compaction, plan_pruning(health, compaction is not None)]
+    steps.append(plan_position_deletes(health, config))
     steps.append(plan_manifests(health, config))
     steps.append(plan_expiry(health, config, now))
     if orphans_due:

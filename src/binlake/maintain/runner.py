@@ -45,9 +45,11 @@ from binlake.lake.spark.lineage import spark_lake_tables
 from binlake.lake.spark.session import SparkSession
 from binlake.lake.spark.target_check import probe_catalog
 from binlake.lake.tables.maintenance import (
+    FoldPolicy,
     TableHealth,
     compact,
     expire_snapshots,
+    merge_position_deletes,
     remove_dangling_deletes,
     remove_orphan_files,
     rewrite_manifests,
@@ -133,11 +135,13 @@ class Maintainer:
         report = TableReport(table, name, health, steps)
         for planned in steps:
             started = time.monotonic()
-            counts = {} if dry_run else self._step(table, planned.step)
+            counts = {} if dry_run else self._step(table, planned.step, whole=planned.whole)
             report.runs.append(StepRun(planned, counts, time.monotonic() - started))
         return report
 
-    def _step(self, table: TableName, step: Step) -> dict[str, int]:
+    def _step(self, table: TableName, step: Step, *, whole: bool = False) -> dict[str, int]:
+        """Run ``step`` on ``table`` (``whole``: a compaction of every data file a delete
+        reaches), then make its files durable and pass its crash point."""
         identifier = self.target.identifier(table)
         catalog = self.target.catalog
         config = self.config.maintenance
@@ -146,9 +150,12 @@ class Maintainer:
         def work() -> dict[str, int]:
             now = self.clock()
             if step is Step.COMPACT:
-                return compact(self.spark, catalog, identifier)
+                policy = None if whole else FoldPolicy(config.small_file_bytes, config.delete_ratio)
+                return compact(self.spark, catalog, identifier, policy)
             if step is Step.PRUNE:
                 return remove_dangling_deletes(self.spark, self.target.lake_table(table))
+            if step is Step.DELETES:
+                return merge_position_deletes(self.spark, catalog, identifier)
             if step is Step.MANIFESTS:
                 return rewrite_manifests(self.spark, catalog, identifier)
             if step is Step.EXPIRE:

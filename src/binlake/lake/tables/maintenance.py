@@ -4,12 +4,19 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
 * ``table_health``: data files, delete files (position and equality), small data files,
   manifests of the current snapshot, snapshots and the oldest one's time;
 * ``compact``: Iceberg's ``RewriteDataFiles`` action (``rewrite_data_files``'s) with its
-  delete-file cache on (``CACHED_DELETES``) and ``delete-file-threshold`` 1 (every data file a
-  delete file applies to is rewritten, its deletes applied: binlake's row deltas write position
-  deletes, or equality deletes, MERGE position deletes). Rewritten files keep the data sequence
-  number the rewrite started from (Iceberg's default), so a row delta's equality deletes
-  committed meanwhile still delete the rows they replaced in them (its position deletes name
-  files: one of the two commits fails as a conflict);
+  delete-file cache on (``CACHED_DELETES``), in one of two policies. ``EVERY_DELETED_FILE``
+  (``delete-file-threshold`` 1): every data file a delete file applies to is rewritten, its
+  deletes applied; the only way to rid a table of equality deletes, which apply to every older
+  data file (``policy=None``). ``FoldPolicy``: only the small data files (under
+  ``small_file_bytes``: the batches' files, folded into larger ones) and the files whose
+  deleted rows are at least ``delete_ratio`` of their rows; a large file with a few position
+  deletes stays as it is, so a round rewrites what changed, not the table. Rewritten files
+  keep the data sequence number the rewrite started from (Iceberg's default), so a row delta's
+  equality deletes committed meanwhile still delete the rows they replaced in them (its
+  position deletes name files: one of the two commits fails as a conflict);
+* ``merge_position_deletes``: Iceberg's ``RewritePositionDeleteFiles`` action over every
+  position-delete file (``rewrite-all``): one file per partition instead of one per batch, and
+  the positions of data files no longer live dropped;
 * ``remove_dangling_deletes``: one ``RewriteFiles`` commit removing the live delete files that
   apply to no live data file (``DANGLING``: Iceberg's own rule, and a position delete file of
   one data file that is gone; and a row delta's position delete file naming several data files,
@@ -31,6 +38,7 @@ error (``binlake.lake.spark.errors``): another writer's commit first is ``Commit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,7 +51,7 @@ from binlake.lake.spark.lookup import load_table
 from binlake.lake.write.key_reads import named_data_files
 
 #: ``rewrite_data_files`` options: rewrite every data file a delete applies to, even alone.
-COMPACT_OPTIONS = {
+EVERY_DELETED_FILE = {
     "delete-file-threshold": "1",
     "min-input-files": "2",
     "remove-dangling-deletes": "true",
@@ -73,6 +81,26 @@ DANGLING = (
 
 
 @dataclass(frozen=True)
+class FoldPolicy:
+    """A compaction that rewrites only the small data files and the mostly deleted ones."""
+
+    #: Data files under this size are folded into larger ones (Iceberg's
+    #: ``min-file-size-bytes``).
+    small_file_bytes: int
+    #: A data file whose deleted rows are at least this share of its rows is rewritten
+    #: (Iceberg's ``delete-ratio-threshold``).
+    delete_ratio: float
+
+    def options(self) -> dict[str, str]:
+        return {
+            "min-file-size-bytes": str(int(self.small_file_bytes)),
+            "delete-ratio-threshold": repr(float(self.delete_ratio)),
+            "min-input-files": "2",
+            "remove-dangling-deletes": "true",
+        }
+
+
+@dataclass(frozen=True)
 class TableHealth:
     """What the thresholds of ``[maintenance]`` are checked against."""
 
@@ -86,6 +114,8 @@ class TableHealth:
     snapshots: int
     #: Commit time of the oldest snapshot still in the metadata (None: no snapshot).
     oldest_snapshot: datetime | None
+    #: Of ``delete_files``, the equality deletes (every other one is a position delete).
+    equality_deletes: int = 0
 
 
 def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> TableHealth:
@@ -105,12 +135,14 @@ def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> Table
         manifest_count = int(spark.sql(manifests).collect()[0]["n"])
     data = by_content.get(0)
     deletes = sum(int(r["files"]) for c, r in by_content.items() if c != 0)
-    dangling = len(dangling_deletes(spark, name)) if deletes else 0
+    dangling = _dangling(spark, name) if deletes else []
+    equality = int(by_content[2]["files"]) if 2 in by_content else 0
     oldest = snapshot_row["oldest"]
     return TableHealth(
         data_files=int(data["files"]) if data else 0,
-        delete_files=deletes - dangling,
-        dangling_deletes=dangling,
+        delete_files=deletes - len(dangling),
+        equality_deletes=equality - sum(1 for _, content in dangling if content == 2),
+        dangling_deletes=len(dangling),
         small_files=int(data["small"] or 0) if data else 0,
         manifests=manifest_count,
         snapshots=int(snapshot_row["n"]),
@@ -154,6 +186,11 @@ def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
     is dangling when none of the files it names is live. One committed later names files live
     when it was committed, which a compaction could not have removed (it would have failed on
     the new deletes), so only those are read."""
+    return [path for path, _ in _dangling(spark, name)]
+
+
+def _dangling(spark: SparkSession, name: str) -> list[tuple[str, int]]:
+    """``dangling_deletes`` with each file's content (1 position, 2 equality deletes)."""
     query = (
         f"WITH live AS ({_live_files(spark, name)}), "
         "data AS (SELECT seq, part, path FROM live WHERE content = 0), "
@@ -162,18 +199,18 @@ def dangling_deletes(spark: SparkSession, name: str) -> list[str]:
         "CASE WHEN d.part = '' THEN (SELECT min(seq) FROM data) ELSE p.min_seq END AS min_seq "
         "FROM live d LEFT JOIN per_part p ON d.part = p.part "
         "LEFT JOIN data r ON d.ref = r.path WHERE d.content != 0) "
-        f"SELECT path, {DANGLING} AS gone, content = 1 AND ref IS NULL AND seq = min_seq AS "
-        "unsure FROM deletes"
+        f"SELECT path, content, {DANGLING} AS gone, content = 1 AND ref IS NULL AND "
+        "seq = min_seq AS unsure FROM deletes"
     )
     with spark_errors(query, name):
         rows = spark.sql(query).collect()
         unsure = [str(r["path"]) for r in rows if r["unsure"] and not r["gone"]]
-        gone = [str(r["path"]) for r in rows if r["gone"]]
+        gone = [(str(r["path"]), int(r["content"])) for r in rows if r["gone"]]
         if unsure:
             live = f"SELECT file_path FROM {name}.files WHERE content = 0"
             data = {str(r[0]) for r in spark.sql(live).collect()}
             io_ = load_table(spark, name).io()
-            gone += [p for p in unsure if not named_data_files(io_, p) & data]
+            gone += [(p, 1) for p in unsure if not named_data_files(io_, p) & data]
     return gone
 
 
@@ -246,13 +283,20 @@ def _counts(rows: list[Any]) -> dict[str, int]:
     return out
 
 
-def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> dict[str, int]:
-    """Iceberg's ``RewriteDataFiles`` action (what the ``rewrite_data_files`` procedure runs) with
-    ``COMPACT_OPTIONS`` and the delete-file cache on (``CACHED_DELETES``); Iceberg's counts
-    under the procedure's names (files rewritten, added, delete files removed...)."""
+def compact(
+    spark: SparkSession,
+    catalog: str,
+    identifier: tuple[str, ...],
+    policy: FoldPolicy | None = None,
+) -> dict[str, int]:
+    """Iceberg's ``RewriteDataFiles`` action (what the ``rewrite_data_files`` procedure runs)
+    with the delete-file cache on (``CACHED_DELETES``): ``policy``'s files, or (None) every data
+    file a delete applies to (``EVERY_DELETED_FILE``); Iceberg's counts under the procedure's
+    names (files rewritten, added, bytes rewritten, delete files removed...)."""
     name = ".".join(quote(part) for part in (catalog, *identifier))
+    options = EVERY_DELETED_FILE if policy is None else policy.options()
     with spark_errors(f"rewrite_data_files on {name}", ".".join(identifier)):
-        result = rewrite_action(spark, name).execute()
+        result = rewrite_action(spark, name, options).execute()
         return {
             "rewritten_data_files_count": int(result.rewrittenDataFilesCount()),
             "added_data_files_count": int(result.addedDataFilesCount()),
@@ -262,8 +306,10 @@ def compact(spark: SparkSession, catalog: str, identifier: tuple[str, ...]) -> d
         }
 
 
-def rewrite_action(spark: SparkSession, name: str) -> Any:
-    """The ``RewriteDataFiles`` action on table ``name`` with ``COMPACT_OPTIONS``, its session's
+def rewrite_action(
+    spark: SparkSession, name: str, options: Mapping[str, str] = EVERY_DELETED_FILE
+) -> Any:
+    """The ``RewriteDataFiles`` action on table ``name`` with ``options``, its session's
     delete-file cache on (``CACHED_DELETES``) when it has one to reach (else, another Iceberg
     layout, the rewrite runs uncached)."""
     jvm = spark.sparkContext._jvm
@@ -279,9 +325,29 @@ def rewrite_action(spark: SparkSession, name: str) -> Any:
     session = action_session(spark, action)
     if session is not None:
         session.conf().set(CACHED_DELETES, "true")
-    for key, value in COMPACT_OPTIONS.items():
+    for key, value in options.items():
         action = action.option(key, value)
     return action
+
+
+def merge_position_deletes(
+    spark: SparkSession, catalog: str, identifier: tuple[str, ...]
+) -> dict[str, int]:
+    """Iceberg's ``RewritePositionDeleteFiles`` action over every position-delete file of the
+    table (``rewrite-all``): its counts (files rewritten and added, bytes)."""
+    name = ".".join(quote(part) for part in (catalog, *identifier))
+    with spark_errors(f"rewrite_position_delete_files on {name}", ".".join(identifier)):
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+        actions = jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+        action = actions.rewritePositionDeletes(load_table(spark, name))
+        result = action.option("rewrite-all", "true").execute()
+        return {
+            "rewritten_delete_files_count": int(result.rewrittenDeleteFilesCount()),
+            "added_delete_files_count": int(result.addedDeleteFilesCount()),
+            "rewritten_bytes_count": int(result.rewrittenBytesCount()),
+        }
 
 
 def action_session(spark: SparkSession, action: Any) -> Any:
