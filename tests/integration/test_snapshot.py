@@ -4,8 +4,8 @@ Every test ends with `binlake verify` (source and lake compared at one source po
 exactly-once check of each table's history (chunk commits of a copy never repeat; batches after
 it are strictly after its position). The live copy's keyed tables, changed again, are also read
 through Spark, PyIceberg and DuckDB (``binlake_dev.readers``) and compared with the source row
-for row: with position deletes live after `binlake maintain`, and with equality deletes, which
-PyIceberg refuses; so are the type coverage workload's tables after their initial copy.
+for row, with position delete files live (binlake's row deltas and MERGE's, after `binlake
+maintain`); so are the type coverage workload's tables after their initial copy.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from binlake.snapshot.result_set import TextResultReader
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.readers import (
     READERS,
-    UnreadableTableError,
     WarehouseTable,
     delete_files,
     differences,
@@ -176,7 +175,7 @@ def test_a_snapshot_under_concurrent_writes_then_streaming_equals_the_source(
 # ---- the copied and streamed tables through other readers -------------------------------------
 
 #: One transaction of updates and deletes in both keyed tables: row deltas, whose deletes are
-#: equality deletes (until binlake writes position deletes: issue 36).
+#: position deletes (found in the key index, ``binlake.keyindex``).
 FULL_IMAGE_CHANGES = (
     "UPDATE big SET v = CONCAT(v, '~'), n = -n WHERE id % 997 = 1",
     "DELETE FROM big WHERE id % 997 = 2",
@@ -218,10 +217,10 @@ def run_transaction(source: MariaDBSandbox, database: str, *statements: str) -> 
 
 @pytest.fixture(scope="module")
 def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> ReadWorld:
-    """Both keyed tables take updates and deletes (equality deletes); `binlake maintain`
-    compacts ``big`` (its compaction and pruning: no delete file left), fresh rows add a data
-    file of binlake's own, then updates and deletes under MINIMAL row images give ``big``
-    MERGE's position deletes. ``pair`` keeps its equality deletes."""
+    """Both keyed tables take updates and deletes (row deltas' position deletes); `binlake
+    maintain` compacts ``big`` (its compaction and pruning: no delete file left), fresh rows add
+    a data file of binlake's own, then updates and deletes under MINIMAL row images give
+    ``big`` MERGE's position deletes. ``pair`` keeps its row deltas' position deletes."""
     database, config = live_copy.database, live_copy.config
     run_transaction(source, database, *FULL_IMAGE_CHANGES)
     replicate_in_process(config, spark)
@@ -259,24 +258,19 @@ def test_a_copied_then_streamed_table_with_position_deletes_reads_as_the_source(
     assert not problem, problem
 
 
-def test_pyiceberg_refuses_a_table_with_equality_deletes(
-    read_world: ReadWorld, spark: object
+@pytest.mark.parametrize("reader", READERS)
+def test_a_replicated_table_deletes_by_position_so_every_reader_reads_it_as_the_source(
+    read_world: ReadWorld, spark: object, reader: str
 ) -> None:
-    """Spark and DuckDB apply equality deletes and read the source's rows; PyIceberg refuses
-    the table. Once binlake's row deltas delete by position (issue 36), ``pair`` has no
-    equality delete: this test then reads it through PyIceberg too."""
+    """Updates and deletes replicated by row deltas (``[applier] deletes = "position"``, the
+    default) leave position delete files and no equality delete: Spark, DuckDB and PyIceberg
+    (which refuses equality deletes) read the source's rows."""
     table = read_world.pair
     deletes = delete_files(spark, table)
-    assert deletes["equality"] >= 1, deletes
-    for reader in ("spark", "duckdb"):
-        got = read_rows(reader, table, spark)
-        problem = differences(reader, table, got, read_world.source_rows["pair"])
-        assert not problem, problem
-    with pytest.raises(
-        UnreadableTableError, match="does not yet support equality deletes"
-    ) as caught:
-        read_rows("pyiceberg", table, spark)
-    assert caught.value.reader == "pyiceberg" and caught.value.table == table
+    assert deletes["position"] >= 1 and deletes["equality"] == 0, deletes
+    got = read_rows(reader, table, spark)
+    problem = differences(reader, table, got, read_world.source_rows["pair"])
+    assert not problem, problem
 
 
 @pytest.fixture(scope="module")
