@@ -55,8 +55,6 @@ POINTS: dict[str, str] = {
     "apply_before_delta_commit": "applier: a table's row-delta files (new rows, position or "
     "equality deletes; or a change log's appended rows) stored in the warehouse, their commit "
     "not yet made (orphans if it never is)",
-    "apply_before_key_index_update": "applier: a table's row delta committed (its position "
-    "deletes named from the key index), the key index not yet moved to the new snapshot",
     "apply_between_tables": "applier: the first table of a multi-table batch committed, the "
     "others not yet",
     "apply_after_commits": "applier: every table of the batch committed, checkpoint counts not "
@@ -66,7 +64,9 @@ POINTS: dict[str, str] = {
     "backfill of the values it gave existing rows, or an empty append) not yet",
     "apply_during_purge": "applier: relay files older than the checkpoint being purged (before "
     "the purge starts)",
-    # key index rebuilds (keyindex/folder.py)
+    # the key index (lake/write/keyed.py, keyindex/folder.py)
+    "keyindex_after_delta_commit": "key index: a table's row delta committed (its position "
+    "deletes named from the key index), the key index not yet moved to the new snapshot",
     "keyindex_after_rebuild_fsync": "key index: a rebuilt index written and fsynced under its "
     "temporary name, not yet renamed into place",
     "keyindex_after_rebuild_rename": "key index: a rebuilt index renamed into place, the folder "

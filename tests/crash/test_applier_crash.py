@@ -55,7 +55,6 @@ CASES = {
     "apply_during_ddl": "apply_during_ddl:1",
     "apply_before_delta_commit": "apply_before_delta_commit:3",
     "apply_before_backfill": "apply_before_backfill:1",
-    "apply_before_key_index_update": "apply_before_key_index_update:2",
     "apply_between_tables": "apply_between_tables:2",
     "apply_during_purge": "apply_during_purge:1",
     "apply_after_commits": "apply_after_commits:2",
@@ -70,13 +69,11 @@ CRASH_TIMEOUT_S = 120
 #: files, which ``apply_before_delta_commit`` leaves too (and which the cluster's kills after
 #: it also meet: a dead driver's application holding the cluster's cores); a kill between two
 #: tables' commits leaves each table as a kill before its commit or ``apply_after_commits``
-#: does, and the restart reads each table's own position; a kill before a key index update
-#: leaves the lake as ``apply_after_commits`` does, and the index (in the state folder) behind.
+#: does, and the restart reads each table's own position.
 EMBEDDED_ONLY = {p for p in CASES if p.startswith("cut_")} | {
     "apply_before_commit",
     "apply_during_purge",
     "apply_between_tables",
-    "apply_before_key_index_update",
 }
 
 

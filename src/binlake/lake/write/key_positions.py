@@ -17,7 +17,7 @@ lake table in ``<state dir>/keyindex/``). A batch of a table (``KeyedWriter``):
    transaction.
 3. The caller commits the row delta (snapshot S'), then ``BatchPositions.commit(S')``: the
    transaction commits with the index's snapshot at S'. Anything else (a conflict, a crash
-   before, at ``apply_before_key_index_update`` included) leaves the index at B, which the next
+   before, at ``keyindex_after_delta_commit`` included) leaves the index at B, which the next
    batch catches up from.
 
 A damaged entry met in the middle of a batch (``KeyIndexUntrustedError`` from a lookup) ends the

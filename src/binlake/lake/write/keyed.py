@@ -4,7 +4,7 @@ A row delta (``binlake.lake.write.row_delta``) costs what the batch changes; MER
 table to find the rows it replaces, so its cost grows with the table. The row delta deletes the
 rows it replaces by position, looked up in the table's key index (``key_positions``: the index
 matched to the table's base snapshot, the batch staged and committed, then the index moved to
-the new snapshot; crash points ``apply_before_delta_commit``, ``apply_before_key_index_update``),
+the new snapshot; crash points ``apply_before_delta_commit``, ``keyindex_after_delta_commit``),
 or by key (``[applier] deletes = "equality"``: no ``positions``). MERGE stays where a row
 delta cannot be exact, chosen per batch and recorded in the commit (``binlake.write``,
 ``binlake.write-reason``):
@@ -135,7 +135,7 @@ class KeyedWriter:
                 )
                 crash_point("apply_before_delta_commit")
                 snapshot = self.deltas.commit(staged, properties, table)
-                crash_point("apply_before_key_index_update")
+                crash_point("keyindex_after_delta_commit")
             except KeyIndexUntrustedError as error:
                 positions.end(batch, None)
                 if attempt == 2:
