@@ -19,8 +19,12 @@ a count of entries other than the meta's means the index is not true: ``KeyIndex
 (its caller rebuilds it from the table). A ``PRAGMA user_version`` above ``FORMAT_VERSION`` is a
 newer binlake's file: ``KeyIndexVersionError``, and the file is left alone.
 
-The database runs with ``journal_mode=WAL`` and ``synchronous=FULL`` (a committed transaction
-survives a power cut; one cut short is rolled back), a cache of ``CACHE_KIB`` (the applier's
+The database runs with ``journal_mode=WAL`` and ``synchronous=NORMAL``: a transaction is atomic
+and the file stays whole through a power cut, but the last transactions committed before one
+may be rolled back (SQLite syncs the WAL at its checkpoints, not at every commit). That is
+enough: the index is true only of the snapshot its meta row names, so an index set back to an
+older snapshot is caught up from the table's commits since (``lake.write.key_positions``), and
+a batch's commit costs no fsync of its own. A cache of ``CACHE_KIB`` (the applier's
 memory does not grow with the table) and ``cell_size_check`` (SQLite checks each B-tree cell's
 size as it reads it). Changes are made in one transaction (``begin`` ... ``commit(snapshot)``):
 the meta row's snapshot moves with the entries it describes, or neither does.
@@ -115,7 +119,7 @@ def connect(path: Path, *, building: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous = OFF")
         else:
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # see the module docstring
     except sqlite3.Error:
         conn.close()
         raise

@@ -19,7 +19,10 @@ the distinct values of that column, read from the file itself (Parquet, through 
 ``FileIO``; every page's CRC checked).
 
 ``read_entries(spark, target, files)``: (data file, keys, positions) of the live rows (deletes
-applied) of ``files`` at B, or of the whole table (``files=None``: a rebuild). The rows are
+applied) of ``files`` at B, or of the whole table (``files=None``: a rebuild). A rebuild of a
+table that no delete file reaches, of at most ``READ_HERE_BYTES`` (a small table's first batch
+after its copy), reads the key columns of its Parquet files on the driver, through the table's
+``FileIO``: every row is live, at its row number. Otherwise the rows are
 Iceberg's own read: ``SELECT <key>, _file, _pos`` of the table's scan tasks at B for those files
 (``ScanTaskSetManager``: the tasks Iceberg's own rewrite reads, delete files included), or of
 the table ``VERSION AS OF`` B. Keys are encoded on the executors (``binlake.keyindex.encode``)
@@ -45,11 +48,16 @@ from binlake.errors import KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
+from binlake.lake.write.delta_files import FIELD_ID
 from binlake.lake.write.row_delta import DeltaTable
 
 JavaObject = Any
 #: Snapshots a catch-up walks at most; a longer lineage is rebuilt (a read of the table).
 MAX_CATCH_UP = 2000
+#: A rebuild reads a table no delete reaches on the driver, without a Spark job, up to this many
+#: bytes of data files (a small table's first batch after its copy: hundreds of tables in a
+#: wide database, each a Spark job otherwise).
+READ_HERE_BYTES = 32 << 20
 _BLOB = "blob binary"
 
 
@@ -170,6 +178,12 @@ def read_entries(
         return
     jvm = spark.sparkContext._jvm
     assert jvm is not None
+    if files is None:
+        with spark_errors(f"plan a read of the keys of {target.name}", table):
+            whole = _unchanged_small_files(target)
+        if whole is not None:  # a small table no delete reaches (a copy's): read here
+            yield from _read_here(target, whole, table)
+            return
     set_id = f"binlake-keys-{uuid.uuid4()}"
     cache = _table_cache(spark)
     manager = jvm.org.apache.iceberg.spark.ScanTaskSetManager.get()
@@ -192,6 +206,57 @@ def read_entries(
         finally:
             cache.remove(set_id)
             manager.removeTasks(target.java, set_id)
+
+
+def _unchanged_small_files(target: DeltaTable) -> list[str] | None:
+    """The table's data files at the base snapshot, when no delete file reaches any, all are
+    Parquet and they hold at most ``READ_HERE_BYTES``: every row of each is live, at the
+    position it has in its file. None otherwise (a Spark read applies the deletes)."""
+    out: list[str] = []
+    size = 0
+    planned = target.java.newScan().useSnapshot(target.base_snapshot).planFiles()
+    try:
+        for task in _iterate(planned):
+            data = task.file()
+            size += int(data.fileSizeInBytes())
+            if task.deletes().size() or str(data.format()) != "PARQUET" or size > READ_HERE_BYTES:
+                return None
+            out.append(str(data.location()))
+    finally:
+        planned.close()
+    return out
+
+
+def _read_here(
+    target: DeltaTable, locations: list[str], table: str
+) -> Iterator[tuple[str, list[bytes], list[int]]]:
+    """(data file, keys, positions) of every row of the Parquet files ``locations``, read on the
+    driver through the table's ``FileIO`` (every page's CRC checked), the key columns found by
+    their field ids (a renamed column keeps its id)."""
+    ids = dict(zip(target.layout.key_field_ids, target.layout.key, strict=True))
+    io_ = target.java.io()
+    for location in locations:
+        with spark_errors(f"read the keys of {target.name}", table):
+            stream = io_.newInputFile(location).newStream()
+            try:
+                data = bytes(stream.readAllBytes())
+            finally:
+                stream.close()
+        parquet = pq.ParquetFile(io.BytesIO(data), page_checksum_verification=True)
+        by_id = {
+            int(f.metadata[FIELD_ID]): f.name
+            for f in parquet.schema_arrow
+            if f.metadata and FIELD_ID in f.metadata
+        }
+        if not set(ids) <= set(by_id):
+            raise KeyIndexUntrustedError(
+                f"table {table}: data file {location} lacks a key column's field id",
+                table=table,
+                reason="lineage",
+            )
+        rows = parquet.read(columns=[by_id[i] for i in ids])
+        keys = encode_keys([rows.column(by_id[i]) for i in ids])
+        yield location, keys, list(range(rows.num_rows))
 
 
 def _table_cache(spark: SparkSession) -> JavaObject:
