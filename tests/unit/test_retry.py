@@ -58,6 +58,13 @@ VERSION_EXISTS = (
             "/w/t/metadata/fd91-m0.avro could not be found in the latest snapshot 6677023867",
             "ValidationException: Deleted manifest",
         ),
+        (
+            "py4j.protocol.Py4JJavaError: An error occurred while calling o77.commit.\n"
+            ": java.lang.IllegalArgumentException: Snapshot 3560210673057679124 is not an "
+            "ancestor of 4343636859009883881\n\tat org.apache.iceberg.relocated.com.google."
+            "common.base.Preconditions.checkArgument(Preconditions.java:218)",
+            "the snapshot the commit was planned on was expired meanwhile: Snapshot",
+        ),
     ],
 )
 def test_another_writers_commit_is_a_conflict_with_icebergs_reason(text: str, reason: str) -> None:
@@ -73,6 +80,7 @@ def test_another_writers_commit_is_a_conflict_with_icebergs_reason(text: str, re
         "org.apache.iceberg.exceptions.ValidationException: Cannot change column type: a",
         "org.apache.spark.sql.AnalysisException: cannot resolve column x",
         "CommitFailedException mentioned in passing, not thrown",
+        "java.lang.IllegalArgumentException: Cannot expire 3 snapshots: not an ancestor",
     ],
 )
 def test_other_failures_are_not_conflicts(text: str) -> None:

@@ -61,6 +61,12 @@ CONFLICT_VALIDATIONS = (
     "could not be found in the latest snapshot",
 )
 _EXCEPTION_LINE = re.compile(r"(org\.apache\.iceberg\.exceptions\.\w+):\s*(.*)")
+#: A commit planned on a snapshot another writer's expiry removed meanwhile (a maintenance round
+#: beside the batches): the commit's validation cannot walk back to it. A conflict: the retry
+#: plans the batch again on the table's current snapshot.
+_EXPIRED_BASE = re.compile(
+    r"java\.lang\.IllegalArgumentException:\s*(Snapshot -?\d+ is not an ancestor of -?\d+)"
+)
 
 
 def missing_class_error(name: str, component: str) -> SparkSetupError:
@@ -154,6 +160,9 @@ def commit_conflict(text: str) -> str | None:
             return f"{name.rsplit('.', 1)[-1]}: {message}"
         if name == VALIDATION_EXCEPTION and any(m in message.lower() for m in CONFLICT_VALIDATIONS):
             return f"ValidationException: {message}"
+    expired = _EXPIRED_BASE.search(text)
+    if expired is not None:
+        return f"the snapshot the commit was planned on was expired meanwhile: {expired.group(1)}"
     return None
 
 
