@@ -158,14 +158,7 @@ def write_workload(
 
 def multi_statements(sandbox: MariaDBSandbox) -> pymysql.Connection[Any]:
     """An autocommit connection that sends several statements in one round trip."""
-    return pymysql.connect(
-        host=sandbox.host,
-        port=sandbox.port,
-        user=sandbox.user,
-        password="",
-        autocommit=True,
-        client_flag=CLIENT.MULTI_STATEMENTS,
-    )
+    return sandbox.connect(client_flag=CLIENT.MULTI_STATEMENTS)
 
 
 def _send(cur: object, statements: list[str]) -> None:

@@ -337,8 +337,11 @@ class MariaDBSandbox:
 
     # ---- SQL --------------------------------------------------------------------------------
 
-    def connect(self, database: str | None = None, autocommit: bool = True) -> Connection[Cursor]:
-        """A new PyMySQL connection as root over TCP; the caller closes it."""
+    def connect(
+        self, database: str | None = None, autocommit: bool = True, client_flag: int = 0
+    ) -> Connection[Cursor]:
+        """A new PyMySQL connection as root over TCP (``client_flag``: PyMySQL's capability
+        flags, e.g. ``CLIENT.MULTI_STATEMENTS``); the caller closes it."""
         import pymysql
 
         return pymysql.connect(
@@ -350,6 +353,7 @@ class MariaDBSandbox:
             autocommit=autocommit,
             charset="utf8mb4",
             connect_timeout=5,
+            client_flag=client_flag,
         )
 
     def execute(
