@@ -10,6 +10,8 @@ meanwhile fails as a conflict. Every scenario ends with `binlake verify`."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from key_index_testing import (
     EQUALITY_DELETES,
     POSITION_DELETES,
     assert_index_matches_the_table,
+    current_snapshot,
     damage,
     index_path,
     lake_name,
@@ -116,15 +119,35 @@ def test_position_deletes_follow_every_batch_and_a_damaged_or_foreign_index_is_r
     assert_history_is_exactly_once(config, spark)
 
 
-def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_up(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
-) -> None:
-    """A batch is staged on the table's state before ``binlake maintain`` compacts it: its
-    position deletes name data files the compaction removed, so its commit fails as a conflict
-    (the applier's retry re-plans it) instead of leaving the replaced rows live. The
-    compaction moved every row and removed the deletes it applied; the next batch catches the
-    index up from its commit (no rebuild) and deletes by position in the compacted file."""
-    database = "ki_compacted"
+@dataclass
+class StagedBeforeCompaction:
+    """A batch staged on a replicated table's state, its index transaction open, then the
+    table compacted by ``binlake maintain`` (``compaction``: its report)."""
+
+    config: Path
+    table: str
+    keyed: KeyedWriter
+    target: Any
+    batch: Any
+    staged: Any
+    compaction: Any
+
+    def end(self) -> None:
+        """Roll the batch's index changes back (what the applier does unless the commit went
+        on top of its base)."""
+        assert self.keyed.positions is not None
+        self.keyed.positions.end(self.batch, None)
+        self.keyed.positions.close()
+
+
+def staged_before_compaction(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: Any,
+    database: str,
+    change: Callable[[KeyedChanges], None],
+) -> StagedBeforeCompaction:
+    """``replicated`` and churned, a batch of ``change`` staged, then compacted."""
     table = f"{database}.t"
     config = with_maintenance(replicated(tmp_path, source, spark, database), COMPACT_ONLY)
     churn(source, database, 1)
@@ -134,27 +157,69 @@ def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_
     folder = load_config(config).state.keyindex_dir
     keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
     changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
-    changes.update((4, "a", 4), (4, "changed", 40))  # a row the churn left as it was
+    change(changes)
     target = keyed.deltas.open(name, schema.key, table)
     assert keyed.positions is not None
     batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
     staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
-    assert staged.referenced, "the update deletes a row by position"
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
     (keyed_table,) = maintainer.tables()
-    done = maintainer.maintain(keyed_table)
-    assert done.runs[0].counts["rewritten_data_files_count"] >= 2, done.runs
+    report = maintainer.maintain(keyed_table)
+    return StagedBeforeCompaction(config, table, keyed, target, batch, staged, report)
+
+
+def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_up(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A batch is staged on the table's state before ``binlake maintain`` compacts it: its
+    position deletes name data files the compaction removed, so its commit fails as a conflict
+    (the applier's retry re-plans it) instead of leaving the replaced rows live. The
+    compaction moved every row and removed the deletes it applied; the next batch catches the
+    index up from its commit (no rebuild) and deletes by position in the compacted file."""
+    database = "ki_compacted"
+    it = staged_before_compaction(  # a row the churn left as it was
+        tmp_path, source, spark, database, lambda c: c.update((4, "a", 4), (4, "changed", 40))
+    )
+    config, table = it.config, it.table
+    assert it.staged.referenced, "the update deletes a row by position"
+    assert it.compaction.runs[0].counts["rewritten_data_files_count"] >= 2, it.compaction.runs
     assert live_delete_kinds(spark, config, table) == []
     with pytest.raises(CommitConflictError) as conflict:
-        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
-    keyed.positions.end(batch, None)
-    keyed.positions.close()
+        it.keyed.deltas.commit(it.staged, {"binlake.position": "x:4"}, table)
+    it.end()
     assert "missing" in (conflict.value.reason or "").lower(), conflict.value.reason
     churn(source, database, 2)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert_index_matches_the_table(spark, config, table)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    assert_verify_passes(config, spark)
+
+
+def test_a_delta_put_on_top_of_a_compaction_leaves_the_index_for_the_next_batch_to_catch_up(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A delta that names no data file and moves no tag, staged before a compaction: Iceberg's
+    retry puts it on top of the compaction (``Committed.parent`` is the compaction's snapshot,
+    not the base), so the batch's index changes are rolled back and the next batch catches up
+    over both commits: the row the delta wrote is found there and replaced by position."""
+    database = "ki_rebased"
+    # The source gets the row after: the replication replaces it by position.
+    it = staged_before_compaction(
+        tmp_path, source, spark, database, lambda c: c.insert((7000, "lake", 1))
+    )
+    config, table = it.config, it.table
+    assert not it.staged.referenced
+    compacted = current_snapshot(spark, config, table)
+    committed = it.keyed.deltas.commit(it.staged, {"binlake.batch": "x"}, table)  # no tag
+    assert committed.parent == compacted != it.target.base_snapshot
+    assert not committed.follows(it.target.base_snapshot)
+    it.end()
+    run_sql(source, database, "INSERT INTO t VALUES (7000, 'source', 2)")
+    churn(source, database, 2)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 
 

@@ -224,7 +224,11 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     # The keyed table's compaction committed. (Not read from its lineage: when replication
     # commits between the round's compaction and its expiry, the expiry may drop the replace.)
     assert f"{tables[0]}: compact in " in output.getvalue(), output.getvalue()
-    assert len(assert_verify_passes(config, spark)) == 2
+    try:
+        assert len(assert_verify_passes(config, spark)) == 2
+    except AssertionError as error:  # the commits on either side, to tell what raced
+        detail = f"{error}\n{output.getvalue()}{commits_of(spark, config, tables[0])}"
+        raise AssertionError(detail) from None
     assert_history_is_exactly_once(config, spark)
     write_changes(source, database, 200)
     replicate_in_process(config, spark)
@@ -237,6 +241,29 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     replicate_in_process(config, spark)
     assert len(assert_verify_passes(config, spark)) == 2
     assert_history_is_exactly_once(config, spark)
+
+
+def commits_of(spark: object, config: Path, table: TableName) -> str:
+    """Each snapshot of ``table`` still in its metadata, with its parent, operation, binlake
+    position and file counts, and each live delete file with the data files it names."""
+    name = lake_target(load_config(config)).lake_table(table)
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    lines = [
+        f"{r[0]} <- {r[1]} {r[2]} {dict(r[3] or {})}"
+        for r in spark.sql(  # type: ignore[attr-defined]
+            f"SELECT snapshot_id, parent_id, operation, summary FROM {name}.snapshots "
+            "ORDER BY committed_at"
+        ).collect()
+    ]
+    deletes = spark.sql(  # type: ignore[attr-defined]
+        f"SELECT d.file_path, d.content, p.file_path AS names FROM {name}.delete_files d "
+        f"LEFT JOIN (SELECT DISTINCT delete_file_path, file_path FROM {name}.position_deletes) p "
+        "ON p.delete_file_path = d.file_path"
+    ).collect()
+    lines += [f"delete {r[0]} ({r[1]}) names {r[2]}" for r in deletes]
+    live = spark.sql(f"SELECT file_path FROM {name}.data_files").collect()  # type: ignore[attr-defined]
+    lines += [f"data {r[0]}" for r in live]
+    return "\n".join(lines)
 
 
 class WatchedLock:

@@ -16,9 +16,10 @@ lake table in ``<state dir>/keyindex/``). A batch of a table (``KeyedWriter``):
    row's entry is its position in the batch's new data file. All of it in one open SQLite
    transaction.
 3. The caller commits the row delta (snapshot S'), then ``BatchPositions.commit(S')``: the
-   transaction commits with the index's snapshot at S'. Anything else (a conflict, a crash
-   before, at ``keyindex_after_delta_commit`` included) leaves the index at B, which the next
-   batch catches up from.
+   transaction commits with the index's snapshot at S', when S' went on top of B. Anything
+   else (a conflict, a crash before, at ``keyindex_after_delta_commit`` included, or S' put on
+   top of another writer's commit by Iceberg's retry) leaves the index at B, which the next
+   batch catches up from (over both commits).
 
 A damaged entry met in the middle of a batch (``KeyIndexUntrustedError`` from a lookup) ends the
 batch's transaction; ``distrust`` removes the index, and the caller stages the batch again on a

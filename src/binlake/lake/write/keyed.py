@@ -134,8 +134,11 @@ class KeyedWriter:
                     target, changes.delta_chunks(schema.columns), table, positions=batch
                 )
                 crash_point("apply_before_delta_commit")
-                snapshot = self.deltas.commit(staged, properties, table)
+                committed = self.deltas.commit(staged, properties, table)
                 crash_point("keyindex_after_delta_commit")
+                # On top of another writer's commit (Iceberg's retry), the index stays at the
+                # base: the next batch catches it up over both commits.
+                snapshot = committed.snapshot if committed.follows(target.base_snapshot) else None
             except KeyIndexUntrustedError as error:
                 positions.end(batch, None)
                 if attempt == 2:

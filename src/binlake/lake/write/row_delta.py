@@ -44,7 +44,10 @@ How, through the Py4J gateway (``jvm``), on the driver:
    snapshot (``applied_tag.move_tags``), then ``commitTransaction()``: data, position and tag
    in one metadata swap. When another writer committed first the transaction fails with
    ``CommitFailedException`` (the tag update was planned on the older metadata) and the
-   applier's retry (``binlake.retry``) does the batch again.
+   applier's retry (``binlake.retry``) does the batch again. A delta with no tag to move
+   is put on top of the other commit by Iceberg's own retry (its validations checked against
+   it): ``commit`` returns the snapshot and the one it went on top of (``Committed``), and the
+   key index takes the snapshot only when that is the base it was staged on.
 
 The API (the lake's file-commit machinery: other writers of data files that must land with a
 position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash
@@ -150,6 +153,20 @@ class DeltaTable:
     layout: DeltaLayout
     #: The snapshot the table was at when loaded (None: no snapshot yet).
     base_snapshot: int | None
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A row delta's snapshot and the snapshot it went on top of: the base it was staged on,
+    or, when another writer committed meanwhile and Iceberg's commit retry put the delta on top
+    of that commit (its validations passed), that commit."""
+
+    snapshot: int
+    parent: int | None
+
+    def follows(self, base: int | None) -> bool:
+        """Whether nothing was committed between ``base`` and this snapshot."""
+        return self.parent == base
 
 
 @dataclass(frozen=True)
@@ -532,9 +549,9 @@ class RowDeltaWriter:
 
     # ---- the commit ------------------------------------------------------------------------
 
-    def commit(self, staged: StagedDelta, properties: Mapping[str, str], table: str) -> int:
+    def commit(self, staged: StagedDelta, properties: Mapping[str, str], table: str) -> Committed:
         """Commit the staged files in one snapshot whose summary carries ``properties`` (it is
-        made even with no file: the table's position moves); its snapshot id."""
+        made even with no file: the table's position moves); its snapshot and parent."""
         props = checked_properties(properties)
         target = staged.table
         with spark_errors(f"row-delta commit to {target.name}", table):
@@ -558,7 +575,10 @@ class RowDeltaWriter:
             snapshot_id = int(seen.currentSnapshot().snapshotId())
             move_tags(transaction, seen, snapshot_id, props)
             transaction.commitTransaction()
-            return snapshot_id
+            # After a retry the transaction's view is the metadata it committed: the parent is
+            # the commit the delta went on top of.
+            parent = transaction.table().snapshot(snapshot_id).parentId()
+            return Committed(snapshot_id, None if parent is None else int(parent))
 
 
 def _base(location: str) -> str:
