@@ -24,6 +24,7 @@ from binlake.errors import CommitConflictError
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
 from binlake.lake.spark.lookup import read_lake_schema
+from binlake.lake.tables.maintenance import FoldPolicy, compact, remove_dangling_deletes
 from binlake.lake.write.changes import KeyedChanges
 from binlake.lake.write.key_positions import KeyPositions
 from binlake.lake.write.keyed import KeyedWriter
@@ -217,6 +218,29 @@ def test_a_delta_put_on_top_of_a_compaction_leaves_the_index_for_the_next_batch_
     it.end()
     run_sql(source, database, "INSERT INTO t VALUES (7000, 'source', 2)")
     churn(source, database, 2)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
+def test_deletes_pruned_after_a_batch_followed_the_compaction_are_caught_up_not_rebuilt(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A compaction, a batch, then the compacted files' dangling deletes pruned: the next
+    catch-up meets delete files removed that name data files gone before the index's snapshot;
+    it drops them (the index holds nothing of them) instead of rebuilding the index."""
+    database = "ki_pruned"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    churn(source, database, 1)
+    replicate_in_process(config, spark)
+    name = lake_name(config, table)
+    compact(spark, "lake", (database, "t"), FoldPolicy(32 << 20, 0.3))
+    churn(source, database, 2)
+    replicate_in_process(config, spark)
+    assert remove_dangling_deletes(spark, name)["removed_dangling_delete_files_count"] >= 1
+    churn(source, database, 3)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert_index_matches_the_table(spark, config, table)

@@ -41,7 +41,7 @@ from binlake.keyindex.folder import IndexFolder
 from binlake.keyindex.store import KeyIndex, untrusted
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.write.delta_files import DeltaLayout, position_deletes
-from binlake.lake.write.key_reads import plan_catch_up, read_entries
+from binlake.lake.write.key_reads import CatchUp, plan_catch_up, read_entries
 from binlake.lake.write.row_delta import DeltaTable
 
 #: Told of every index that is rebuilt, with why (the typed warning).
@@ -172,7 +172,7 @@ class KeyPositions:
         plan = plan_catch_up(self.spark, target, index.snapshot, table)
         if plan.rebuild is None:
             try:
-                return self._catch_up(index, target, plan.dropped, plan.read, table)
+                return self._catch_up(index, target, plan, table)
             except KeyIndexUntrustedError as error:
                 plan.rebuild = error.message
         self._tell(untrusted(index.path, "behind", f"it cannot catch up: {plan.rebuild}"), table)
@@ -180,14 +180,13 @@ class KeyPositions:
         index = self._indexes[uuid] = self._rebuild(uuid, spec, target, table)
         return index
 
-    def _catch_up(
-        self, index: KeyIndex, target: DeltaTable, dropped: set[str], read: set[str], table: str
-    ) -> KeyIndex:
+    def _catch_up(self, index: KeyIndex, target: DeltaTable, plan: CatchUp, table: str) -> KeyIndex:
         """Bring ``index`` to the base snapshot in one transaction (see ``key_reads``)."""
         index.begin()
         try:
-            index.drop_files(sorted(dropped))
-            for path, keys, positions in read_entries(self.spark, target, read, table):
+            index.drop_files(sorted(plan.dropped))
+            entries = read_entries(self.spark, target, plan.read, table, plan.optional)
+            for path, keys, positions in entries:
                 index.put(path, keys, positions)
             index.commit(target.base_snapshot)
         except BaseException:

@@ -8,7 +8,9 @@ Each one's data files removed and added, and its delete files added or removed:
 
 * a data file removed: its entries go;
 * a data file added, or one a position delete (or deletion vector) added or removed refers to:
-  its entries go and its live rows are read again at B;
+  its entries go and its live rows are read again at B; a file a delete names that is not live
+  at B (a dangling delete removed, or merged, by maintenance: its data file went before
+  ``since``, so the index holds nothing of it) is only dropped;
 * an equality delete added or removed, a position delete whose data files cannot be named, a
   lineage that does not lead back to ``since`` (expired snapshots, a rollback, another table)
   or runs longer than ``MAX_CATCH_UP``: the index is rebuilt instead (``CatchUp.rebuild``).
@@ -69,6 +71,8 @@ class CatchUp:
     dropped: set[str] = field(default_factory=set)
     #: Data files live at B whose rows are read again.
     read: set[str] = field(default_factory=set)
+    #: Of ``read``, the files only a delete file names: read if live at B, else only dropped.
+    optional: set[str] = field(default_factory=set)
     #: Why the index cannot follow the commits (None: it can).
     rebuild: str | None = None
 
@@ -87,16 +91,20 @@ def plan_catch_up(
             return CatchUp(rebuild=chain)
         io_ = target.java.io()
         removed: set[str] = set()
-        touched: set[str] = set()
+        added: set[str] = set()
+        named: set[str] = set()
         for snapshot in reversed(chain):  # oldest first
             removed |= _locations(snapshot.removedDataFiles(io_))
-            touched |= _locations(snapshot.addedDataFiles(io_))
+            added |= _locations(snapshot.addedDataFiles(io_))
             for files in (snapshot.addedDeleteFiles(io_), snapshot.removedDeleteFiles(io_)):
                 referenced = _referenced(util, target, files)
                 if isinstance(referenced, str):
                     return CatchUp(rebuild=referenced)
-                touched |= referenced
-    return CatchUp(dropped=removed | touched, read=touched - removed)
+                named |= referenced
+    touched = added | named
+    return CatchUp(
+        dropped=removed | touched, read=touched - removed, optional=named - added - removed
+    )
 
 
 def _lineage(java: JavaObject, since: int | None, base: int | None) -> list[JavaObject] | str:
@@ -170,9 +178,11 @@ def read_entries(
     target: DeltaTable,
     files: Collection[str] | None,
     table: str,
+    optional: Collection[str] = (),
 ) -> Iterator[tuple[str, list[bytes], list[int]]]:
     """(data file, keys, positions) of the live rows at ``target``'s base snapshot: of the data
-    files ``files`` (each must be live there), or of the whole table (``None``)."""
+    files ``files`` (each must be live there, but those in ``optional``), or of the whole table
+    (``None``)."""
     base = target.base_snapshot
     if base is None or (files is not None and not files):
         return
@@ -197,7 +207,9 @@ def read_entries(
             if files is None:
                 reader = reader.option("snapshot-id", str(base))
             else:
-                tasks = _tasks(jvm, target, files, table)
+                tasks = _tasks(jvm, target, files, table, optional)
+                if tasks.isEmpty():
+                    return
                 manager.stageTasks(target.java, set_id, tasks)
                 reader = reader.option("scan-task-set-id", set_id)
             frame = _keys_frame(reader.load(set_id), target.layout.key)
@@ -272,9 +284,15 @@ def _table_cache(spark: SparkSession) -> JavaObject:
     return method.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
-def _tasks(jvm: JavaObject, target: DeltaTable, files: Collection[str], table: str) -> JavaObject:
+def _tasks(
+    jvm: JavaObject,
+    target: DeltaTable,
+    files: Collection[str],
+    table: str,
+    optional: Collection[str] = (),
+) -> JavaObject:
     """The scan tasks (data file and the deletes that apply to it) of ``files`` at the base
-    snapshot, as a Java list."""
+    snapshot, as a Java list; a file of ``optional`` may be missing there."""
     wanted = set(files)
     tasks = jvm.java.util.ArrayList()
     scan = target.java.newScan().useSnapshot(target.base_snapshot)
@@ -287,6 +305,7 @@ def _tasks(jvm: JavaObject, target: DeltaTable, files: Collection[str], table: s
                 wanted.discard(location)
     finally:
         planned.close()
+    wanted -= set(optional)
     if wanted:
         raise KeyIndexUntrustedError(
             f"table {table}: {len(wanted)} data file(s) its commits name are not in snapshot "
