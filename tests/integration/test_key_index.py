@@ -21,6 +21,7 @@ from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
 from binlake.errors import CommitConflictError
+from binlake.keyindex.open_set import OpenIndexes
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
 from binlake.lake.spark.lookup import read_lake_schema
@@ -244,6 +245,53 @@ def test_deletes_pruned_after_a_batch_followed_the_compaction_are_caught_up_not_
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
+class CountedOpenIndexes(OpenIndexes):
+    """``OpenIndexes`` that remembers each instance made (to read their counts after a run)."""
+
+    made: list[OpenIndexes] = []
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(budget)
+        self.made.append(self)
+
+
+def test_more_keyed_tables_than_the_open_index_budget_close_and_reopen_their_indexes(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under an open-file limit that leaves room for two indexes, four keyed tables changed in
+    every batch: the least recently used idle index is closed and reopened at its table's next
+    batch (no rebuild), and every index stays true to its table."""
+    monkeypatch.setattr("binlake.apply.applier.index_budget", lambda _limit: 2)
+    monkeypatch.setattr("binlake.lake.write.key_positions.OpenIndexes", CountedOpenIndexes)
+    database = "ki_budget"
+    tables = [f"t{i}" for i in range(4)]
+    source.execute(f"CREATE DATABASE {database}")
+    for name in tables:
+        run_sql(
+            source,
+            database,
+            TABLE.replace("TABLE t ", f"TABLE {name} "),
+            f"INSERT INTO {name} SELECT seq, 'a', seq FROM seq_1_to_30",
+        )
+    config = config_for(tmp_path, source, spark, database, applier=ONE_BATCH)
+    replicate_in_process(config, spark)
+    for step in (1, 2):
+        for name in tables:
+            run_sql(
+                source,
+                database,
+                f"UPDATE {name} SET v = 'u{step}' WHERE id % 3 = {step}",
+                f"DELETE FROM {name} WHERE id = {10 * step}",
+            )
+        run = replicate_in_process(config, spark)
+        assert "key index" not in run.output, run.output
+    assert sum(o.closed_for_budget for o in CountedOpenIndexes.made) >= 2
+    assert all(len(o) <= 2 for o in CountedOpenIndexes.made)
+    for name in tables:
+        assert_index_matches_the_table(spark, config, f"{database}.{name}")
     assert_verify_passes(config, spark)
 
 

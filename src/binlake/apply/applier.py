@@ -73,6 +73,7 @@ from binlake.snapshot.runner import SnapshotRunner
 from binlake.source.hints import source_hints
 from binlake.source.policy import Backoff
 from binlake.source.reconnect import SourceWaitAbandoned
+from binlake.storage.open_files import index_budget, open_file_limit
 
 __all__ = ["Applier", "ApplyResult", "build_applier"]
 
@@ -263,7 +264,8 @@ def build_applier(
     positions = None
     if config.applier.deletes is DeleteMode.POSITION:
         notice = key_index_notice(console, metrics)
-        positions = KeyPositions(spark, config.state.keyindex_dir, notice)
+        budget = index_budget(open_file_limit())
+        positions = KeyPositions(spark, config.state.keyindex_dir, notice, budget)
     lake = Lake(
         spark, target, key_columns=config.tables.key_columns, hints=hints, positions=positions
     )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from binlake.cli.signals import stop_on_signals
 from binlake.config import load_config
+from binlake.storage.open_files import raise_open_file_limit
 
 if TYPE_CHECKING:
     from binlake.apply.replicate import ReplicateResult, Replicator
@@ -42,6 +43,7 @@ def run_replicate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     from binlake.apply.replicate import Replicator
 
+    raise_open_file_limit()  # a key index per keyed table; Spark starts after and inherits it
     replicator = Replicator(config, until_caught_up=args.until_caught_up)
     with stop_on_signals(replicator):
         result = replicator.run()

@@ -54,15 +54,15 @@ class IndexFolder:
         ]
         return self.path(table_uuid, max(whole)) if whole else None
 
-    def open(self, table_uuid: str, key_spec: str) -> KeyIndex:
-        """The index of ``table_uuid``, verified (``KeyIndex.open``); files older or left by a
-        crash are removed first. ``KeyIndexUntrustedError`` when there is none or it is not
-        sound."""
+    def open(self, table_uuid: str, key_spec: str, *, verify: bool = True) -> KeyIndex:
+        """The index of ``table_uuid`` (``KeyIndex.open``; ``verify``: its whole file checked,
+        else its meta row only); files older or left by a crash are removed first.
+        ``KeyIndexUntrustedError`` when there is none or it is not sound."""
         path = self.current(table_uuid)
         self._remove_stale(table_uuid, keep=path)
         if path is None:
             raise untrusted(self.path(table_uuid, 0), "missing", "there is no index file")
-        return KeyIndex.open(path, table_uuid, key_spec, verify=True)
+        return KeyIndex.open(path, table_uuid, key_spec, verify=verify)
 
     def builder(self, table_uuid: str, key_spec: str) -> IndexBuilder:
         """A builder of the next generation of ``table_uuid``'s index, at its temporary name."""

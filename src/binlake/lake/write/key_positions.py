@@ -38,6 +38,7 @@ from pyspark.sql import SparkSession
 from binlake.errors import KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys, key_spec
 from binlake.keyindex.folder import IndexFolder
+from binlake.keyindex.open_set import OpenIndexes
 from binlake.keyindex.store import KeyIndex, untrusted
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.write.delta_files import DeltaLayout, position_deletes
@@ -96,11 +97,14 @@ class KeyPositions:
     """The key indexes of one applier (see the module docstring); thread-safe: a batch's tables
     commit on several threads, each table's batches one at a time."""
 
-    def __init__(self, spark: SparkSession, folder: Path, notice: Notice) -> None:
+    def __init__(
+        self, spark: SparkSession, folder: Path, notice: Notice, budget: int = 1 << 20
+    ) -> None:
         self.spark = spark
         self.folder = IndexFolder(folder)
         self.notice = notice
-        self._indexes: dict[str, KeyIndex] = {}
+        #: Open indexes, at most ``budget`` (``storage.open_files.index_budget``).
+        self.open = OpenIndexes(budget)
         #: Tables whose index ``distrust`` removed (told once, not again as missing).
         self._distrusted: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
@@ -144,29 +148,29 @@ class KeyPositions:
 
     def close(self) -> None:
         with self._guard:
-            for index in self._indexes.values():
-                index.close()
-            self._indexes.clear()
+            self.open.close_all()
 
     # ---- the index at the base snapshot ----------------------------------------------------
 
     def _matching(self, uuid: str, target: DeltaTable, table: str) -> KeyIndex:
         spec = layout_key_spec(target.layout)
-        index = self._indexes.get(uuid)
+        with self._guard:
+            index = self.open.get(uuid)
+            checked = uuid in self.open.checked
         if index is not None and index.meta.key_spec != spec:
             self._tell(untrusted(index.path, "key changed", "the table's key changed"), table)
             self._forget(uuid)
             index = None
         if index is None:
             try:
-                index = self.folder.open(uuid, spec)
+                index = self.folder.open(uuid, spec, verify=not checked)
             except KeyIndexUntrustedError as error:
                 told = uuid in self._distrusted or target.base_snapshot is None
                 if error.reason != "missing" or not told:
                     self._tell(error, table)
                 self._distrusted.discard(uuid)
                 index = self._rebuild(uuid, spec, target, table)
-            self._indexes[uuid] = index
+            self._keep(uuid, index)
         if index.snapshot == target.base_snapshot:
             return index
         plan = plan_catch_up(self.spark, target, index.snapshot, table)
@@ -177,7 +181,8 @@ class KeyPositions:
                 plan.rebuild = error.message
         self._tell(untrusted(index.path, "behind", f"it cannot catch up: {plan.rebuild}"), table)
         self._forget(uuid)
-        index = self._indexes[uuid] = self._rebuild(uuid, spec, target, table)
+        index = self._rebuild(uuid, spec, target, table)
+        self._keep(uuid, index)
         return index
 
     def _catch_up(self, index: KeyIndex, target: DeltaTable, plan: CatchUp, table: str) -> KeyIndex:
@@ -211,8 +216,14 @@ class KeyPositions:
         error.table = error.table or table
         self.notice(error)
 
+    def _keep(self, uuid: str, index: KeyIndex) -> None:
+        """Keep ``index`` open, closing the least recently used idle ones beyond the budget."""
+        with self._guard:
+            self.open.add(uuid, index, lambda other: self._locks[other].locked())
+
     def _forget(self, uuid: str) -> None:
-        index = self._indexes.pop(uuid, None)
+        with self._guard:
+            index = self.open.pop(uuid)
         if index is not None:
             index.close()
 
