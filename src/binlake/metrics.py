@@ -62,6 +62,8 @@ COMMIT_RETRIES = "binlake_commit_retries_total"
 BATCH_TABLES = "binlake_batch_tables"
 BATCH_SECONDS = "binlake_batch_commit_seconds"
 KEY_INDEX_REBUILDS = "binlake_key_index_rebuilds_total"
+MAINTENANCE_STEPS = "binlake_maintenance_steps_total"
+MAINTENANCE_REWRITTEN_BYTES = "binlake_maintenance_rewritten_bytes_total"
 LAST_ERROR = "binlake_last_error_info"
 LAST_ERROR_TIME = "binlake_last_error_timestamp_seconds"
 
@@ -103,6 +105,16 @@ STANDARD: dict[str, MetricSpec] = {
         "counter",
         "Key indexes rebuilt from their table (missing, damaged, behind), per table and reason.",
         ("table", "reason"),
+    ),
+    MAINTENANCE_STEPS: MetricSpec(
+        "counter",
+        "Maintenance steps run by replicate's scheduled rounds, per table and step.",
+        ("table", "step"),
+    ),
+    MAINTENANCE_REWRITTEN_BYTES: MetricSpec(
+        "counter",
+        "Bytes of data and delete files maintenance rewrote, per table and step.",
+        ("table", "step"),
     ),
     LAST_ERROR: MetricSpec(
         "gauge",

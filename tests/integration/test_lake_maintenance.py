@@ -45,6 +45,7 @@ from binlake.lake.tables.maintenance import (
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance
+from binlake.metrics import MAINTENANCE_REWRITTEN_BYTES, MAINTENANCE_STEPS, Metrics
 from binlake.storage.expiry_lock import EXPIRY_LOCK_FILE_NAME
 from binlake_dev.sandbox import MariaDBSandbox
 from expiry_holder import expiry_lock_held_by_another_process
@@ -212,7 +213,9 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     rounds = replace(loaded, maintenance=replace(loaded.maintenance, schedule_s=1.0))
     stop = threading.Event()
     output = io.StringIO()
-    maintenance = ScheduledMaintenance(rounds, spark, Console(output, live=False), stop)  # type: ignore[arg-type]
+    metrics = Metrics()
+    console = Console(output, live=False)
+    maintenance = ScheduledMaintenance(rounds, spark, console, stop, metrics)  # type: ignore[arg-type]
     tables = [TableName(database, "keyed"), TableName(database, "keyless")]
     maintenance.step(lambda: tables)
     assert maintenance.running, "step returned before its round ended"
@@ -224,6 +227,11 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     # The keyed table's compaction committed. (Not read from its lineage: when replication
     # commits between the round's compaction and its expiry, the expiry may drop the replace.)
     assert f"{tables[0]}: compact in " in output.getvalue(), output.getvalue()
+    compacted = {"table": str(tables[0]), "step": "compact"}
+    assert metrics.value(MAINTENANCE_STEPS, compacted) == 1
+    rewritten = metrics.value(MAINTENANCE_REWRITTEN_BYTES, compacted) or 0
+    assert 0 < rewritten <= maintenance.rewritten_bytes, output.getvalue()
+    assert " MB rewritten (" in output.getvalue(), output.getvalue()
     try:
         assert len(assert_verify_passes(config, spark)) == 2
     except AssertionError as error:  # the commits on either side, to tell what raced

@@ -68,6 +68,8 @@ def test_every_metric_keeps_its_name_type_labels_and_help() -> None:
         COMMITS: ("table", "write", "reason"),
         "binlake_commit_retries_total": ("table",),
         "binlake_key_index_rebuilds_total": ("table", "reason"),
+        "binlake_maintenance_steps_total": ("table", "step"),
+        "binlake_maintenance_rewritten_bytes_total": ("table", "step"),
         LAST_ERROR: ("error", "message"),
     }
     assert families["binlake_fsyncs"].type == "counter"

@@ -271,7 +271,7 @@ def build_applier(
     )
     copies = StreamingCopies(SnapshotRunner(config, spark, target, console))
     progress = ApplyProgress(console, metrics, config.state.relay_dir, copy_status=copies.status)
-    maintenance = ScheduledMaintenance(config, spark, console, stop.event)
+    maintenance = ScheduledMaintenance(config, spark, console, stop.event, metrics)
     cuts = CutRecorder(config, spark, target, console, expiry=maintenance.expiry)
     retry = Retry(
         lambda: probe_catalog(spark, target),

@@ -39,8 +39,11 @@ from binlake.errors import BinlakeError
 from binlake.lake.spark.session import SparkSession
 from binlake.maintain.plan import orphans_due
 from binlake.maintain.runner import Maintainer, TableReport
+from binlake.metrics import MAINTENANCE_REWRITTEN_BYTES, MAINTENANCE_STEPS, Metrics
 from binlake.storage.expiry_lock import ExpiryLock
 
+#: The count of a step's report that is the bytes it rewrote (compactions, delete merges).
+REWRITTEN_BYTES = "rewritten_bytes_count"
 #: The Spark scheduler pool a round's jobs run in.
 POOL = "binlake-maintenance"
 _rounds = itertools.count(1)
@@ -48,10 +51,16 @@ _rounds = itertools.count(1)
 
 class ScheduledMaintenance:
     def __init__(
-        self, config: Config, spark: SparkSession, console: Console, stop: threading.Event
+        self,
+        config: Config,
+        spark: SparkSession,
+        console: Console,
+        stop: threading.Event,
+        metrics: Metrics | None = None,
     ) -> None:
         self.every_s = config.maintenance.schedule_s
         self.console = console
+        self.metrics = metrics
         self.spark = spark
         self._stop = stop
         #: Held by a round's expiry step (or another process's, ``binlake maintain``); the
@@ -71,6 +80,8 @@ class ScheduledMaintenance:
         self.steps: list[str] = []
         #: Rounds ended so far (a round's thread counts, the applier's thread reads).
         self.rounds = 0
+        #: Bytes the rounds rewrote so far (data and delete files).
+        self.rewritten_bytes = 0
         self._thread: threading.Thread | None = None
         self._group = POOL  # the running round's Spark job group (``close`` cancels it)
         self._failure: BaseException | None = None
@@ -157,10 +168,17 @@ class ScheduledMaintenance:
 
     def _report(self, table: TableName, report: TableReport) -> None:
         for run in report.runs:
-            if run.planned.step.value != "orphans" or any(run.counts.values()):
-                self.steps.append(run.planned.step.value)
-                self.console.message(
-                    "maintain",
-                    f"{table}: {run.planned.step.value} in {run.seconds:.1f} s "
-                    f"({run.planned.reason})",
-                )
+            step = run.planned.step.value
+            if step == "orphans" and not any(run.counts.values()):
+                continue
+            self.steps.append(step)
+            rewritten = run.counts.get(REWRITTEN_BYTES, 0)
+            self.rewritten_bytes += rewritten
+            wrote = f", {rewritten / 1e6:,.1f} MB rewritten" if rewritten else ""
+            self.console.message(
+                "maintain", f"{table}: {step} in {run.seconds:.1f} s{wrote} ({run.planned.reason})"
+            )
+            if self.metrics is not None:
+                labels = {"table": str(table), "step": step}
+                self.metrics.inc_counter(MAINTENANCE_STEPS, labels)
+                self.metrics.inc_counter(MAINTENANCE_REWRITTEN_BYTES, labels, rewritten)
