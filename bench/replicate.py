@@ -23,7 +23,9 @@ Spark session (``local[2]``, the embedded Hadoop catalog), every figure printed 
    max_transactions = 50`` and with the default batch bounds: rows/s, batches, seconds per
    batch, and big / small (medians of ``--scale-repeat`` runs per side, the sides
    alternating). Then reads of ``bench.big`` (count, point lookup) and its delete
-   files: what the equality deletes cost until compaction.
+   files. ``--layouts`` repeats it for partitioned tables (``bucket``: ``bucket(16, id)``,
+   ``days``: ``days(ts)``; ``none``, the default, is unpartitioned), each on tables of its own
+   (``bench.small_bucket``, ``bench.big_bucket``...).
 4. ``mixed``: a sustained mixed workload over three tables (``_scale.MixedWorkload``: order
    inserts with three lines each, customer updates at random keys, order updates, deletes of
    random lines and orders; ``--mixed-transactions``), binlake against python-mysql-replication
@@ -166,15 +168,21 @@ def write_config(
     tables: tuple[str, ...],
     applier: str = "max_seconds = 1.0\nmax_transactions = 100000\n",
     name: str = "binlake.toml",
+    layouts: dict[str, str] | None = None,
 ) -> Path:
-    """A config whose state folder is ``folder/state``; ``tables`` of database ``bench``."""
+    """A config whose state folder is ``folder/state``; ``tables`` of database ``bench``, those
+    in ``layouts`` created partitioned by the field it gives them."""
     path = folder / name
     include = ", ".join(f'"bench.{t}"' for t in tables)
+    partitioned = "".join(
+        f'[tables.layout."bench.{table}"]\npartition = ["{field}"]\n'
+        for table, field in (layouts or {}).items()
+    )
     path.write_text(
         f'[source]\nhost = "127.0.0.1"\nport = {source.sandbox.port}\nuser = "root"\n'
         f'server_id = 4242\n[state]\ndir = "{folder / "state"}"\n'
         f'[target]\nwarehouse = "{warehouse}"\n[tables]\ninclude = [{include}]\n'
-        f"[applier]\n{applier}[snapshot]\ninitial = false\n"
+        f"[applier]\n{applier}[snapshot]\ninitial = false\n{partitioned}"
     )
     return path
 
@@ -384,22 +392,36 @@ def section_lag(run: Run) -> None:
     say("  " + describe_lag("python-mysql-replication + appends", theirs, len(source.commits)))
 
 
-def preload_scale(run: Run) -> Path:
-    """``bench.small`` and ``bench.big`` on both sides (``_scale.py``); the default config."""
-    folder = run.state("scale")
+#: ``--layouts``: the partition field of the scale section's tables, by name.
+LAYOUTS: dict[str, str | None] = {"none": None, "bucket": "bucket(16, id)", "days": "days(ts)"}
+
+
+def scale_tables(layout: str) -> tuple[str, str]:
+    """The small and the big table of ``layout`` (``small``/``big`` when unpartitioned)."""
+    suffix = "" if layout == "none" else f"_{layout}"
+    return f"small{suffix}", f"big{suffix}"
+
+
+def preload_scale(run: Run, layout: str = "none") -> Path:
+    """``layout``'s small and big tables on both sides (``_scale.py``); the default config."""
+    folder = run.state(f"scale-{layout}")
     config = folder / "binlake.toml"
     if config.exists():
         return config
     args = run.args
-    for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+    small, big = scale_tables(layout)
+    sizes = ((small, args.small_rows), (big, args.big_rows))
+    for name, rows in sizes:
         started = time.monotonic()
         fill_source(run.source.sandbox, name, rows)
         say(f"source bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
-    config = write_config(folder, run.source, run.warehouse, tables=("small", "big"), applier="")
-    write_config(folder, run.source, run.warehouse, tables=("small", "big"), applier=BOUNDED,
-                 name="bounded.toml")  # fmt: skip
+    partition = LAYOUTS[layout]
+    layouts = {name: partition for name in (small, big)} if partition else {}
+    for applier, file in (("", "binlake.toml"), (BOUNDED, "bounded.toml")):
+        write_config(folder, run.source, run.warehouse, tables=(small, big), applier=applier,
+                     name=file, layouts=layouts)  # fmt: skip
     replicate(config, run.spark)
-    for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
+    for name, rows in sizes:
         started = time.monotonic()
         fill_lake(run.spark, name, rows)
         say(f"lake bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
@@ -407,22 +429,31 @@ def preload_scale(run: Run) -> Path:
 
 
 def section_scale(run: Run) -> None:
+    for layout in run.args.layouts.split(","):
+        scale_layout(run, layout.strip())
+
+
+def scale_layout(run: Run, layout: str) -> None:
+    """The scale section on ``layout``'s tables."""
     args = run.args
-    defaults = preload_scale(run)
+    defaults = preload_scale(run, layout)
+    small_table, big_table = scale_tables(layout)
+    shape = f"partitioned by {LAYOUTS[layout]}" if LAYOUTS[layout] else "unpartitioned"
     for label, config in (("max_transactions 50", defaults.with_name("bounded.toml")),
                           ("default bounds", defaults)):  # fmt: skip
-        rates: dict[str, list[float]] = {"small": [], "big": []}
+        rates: dict[str, list[float]] = {small_table: [], big_table: []}
         for _ in range(args.scale_repeat):  # the two sides alternate
-            for name, rows in (("small", args.small_rows), ("big", args.big_rows)):
-                seed = len(rates["small"]) + len(rates["big"]) + (100 if config == defaults else 0)
+            for name, rows in ((small_table, args.small_rows), (big_table, args.big_rows)):
+                seed = sum(map(len, rates.values())) + (100 if config == defaults else 0)
                 rates[name].append(scale_run(run, config, label, name, rows, seed))
-        small, big = statistics.median(rates["small"]), statistics.median(rates["big"])
+        small = statistics.median(rates[small_table])
+        big = statistics.median(rates[big_table])
         say(
-            f"scale, {label}: rate into {args.big_rows:,} rows / rate into {args.small_rows:,} "
-            f"rows (the reference, same run; medians of {args.scale_repeat}) = "
-            f"{big / small:.2f}x (goal: 0.8x or more)"
+            f"scale, {shape}, {label}: rate into {args.big_rows:,} rows / rate into "
+            f"{args.small_rows:,} rows (the reference, same run; medians of "
+            f"{args.scale_repeat}) = {big / small:.2f}x (goal: 0.8x or more)"
         )
-    reads(run, "big", args.big_rows)
+    reads(run, big_table, args.big_rows)
 
 
 def scale_run(run: Run, config: Path, label: str, name: str, rows: int, seed: int) -> float:
@@ -541,6 +572,9 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=50_000)
     parser.add_argument("--update-rows", type=int, default=100, help="rows per transaction")
     parser.add_argument("--scale-repeat", type=int, default=3, help="runs per side in scale")
+    parser.add_argument(
+        "--layouts", default="none", help=f"scale's table layouts: {', '.join(LAYOUTS)}"
+    )
     parser.add_argument("--mixed-transactions", type=int, default=3_000)
     parser.add_argument("--mixed-customers", type=int, default=100_000)
     parser.add_argument("--big-rate", type=float, default=5000.0)
@@ -551,6 +585,9 @@ def main() -> None:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+    odd = {layout.strip() for layout in args.layouts.split(",")} - set(LAYOUTS)
+    if odd:
+        parser.error(f"unknown layouts {sorted(odd)}; known: {', '.join(LAYOUTS)}")
     with tempfile.TemporaryDirectory(prefix="binlake-bench-") as tmp:
         run_sections(Path(tmp), args, sections)
 
