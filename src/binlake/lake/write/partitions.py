@@ -197,7 +197,9 @@ def truncate(values: pa.Array, source_type: str, width: int) -> pa.Array:
         ints = _ints(values)
         valid = values.is_valid().to_numpy(zero_copy_only=False)
         out = ints - np.mod(ints, width)
-        return pa.array(out, pa.int64(), mask=~valid).cast(values.type)
+        if source_type == "int":  # in 32 bits, as Java computes it: the lowest int wraps
+            out = out.astype(np.int32)
+        return pa.array(out, values.type, mask=~valid)
     if source_type == "string":
         return pc.utf8_slice_codeunits(values, 0, width)
     if source_type == "binary":
@@ -210,7 +212,8 @@ def truncate(values: pa.Array, source_type: str, width: int) -> pa.Array:
             continue
         unscaled = _unscaled(value, scale)
         out.append(Decimal(unscaled - unscaled % width).scaleb(-scale, _EXACT))
-    return pa.array(out, values.type)
+    # Rounding down may need one digit more than the column has (as Java's BigDecimal does).
+    return pa.array(out, pa.decimal128(38, scale))
 
 
 def bucket(values: pa.Array, source_type: str, count: int) -> pa.Array:
