@@ -10,8 +10,8 @@ and the index names the table's snapshot and holds exactly its live rows.
   index file is left.
 
 One lineage kills at each point in turn (each restart recovers from the kill before it). The
-table is partitioned (``bucket(4, id)``, ``truncate(10, v)``: an update of ``v`` moves its row to
-another partition), so the catch-up and the rebuilds read each data file's partition again,
+table is partitioned (``bucket(2, id)``, ``truncate(100, v)``: an update of ``v`` may move its
+row to another partition), so the catch-up and the rebuilds read each data file's partition again,
 and every position delete must land in its data file's partition.
 """
 
@@ -63,7 +63,7 @@ def replicated(tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str
         "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
         "INSERT INTO t SELECT seq, seq FROM seq_1_to_300",
     )
-    layout = f'[tables.layout."{database}.t"]\npartition = ["bucket(4, id)", "truncate(10, v)"]\n'
+    layout = f'[tables.layout."{database}.t"]\npartition = ["bucket(2, id)", "truncate(100, v)"]\n'
     config = config_for(tmp_path, source, spark, database, tables=layout)
     replicate_in_process(config, spark)
     return config
