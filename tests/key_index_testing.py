@@ -70,10 +70,17 @@ def current_snapshot(spark: Any, config: Path, table: str) -> int:
 
 
 def assert_index_matches_the_table(spark: Any, config: Path, table: str) -> None:
-    """The index names the table's current snapshot and holds exactly its live rows."""
+    """The index names the table's current snapshot and holds exactly its live rows, each data
+    file with its partition spec."""
     snapshot, entries = index_entries(config, spark, table)
     assert snapshot == current_snapshot(spark, config, table)
     assert entries == lake_positions(spark, config, table)
+    with sqlite3.connect(index_path(config, spark, table)) as conn:
+        indexed = dict(conn.execute("SELECT path, spec FROM files").fetchall())
+    conn.close()
+    name = lake_name(config, table)
+    live = spark.sql(f"SELECT DISTINCT _file, _spec_id FROM {name}").collect()
+    assert {str(r[0]): int(r[1]) for r in live} == {f: indexed[f] for f in {e[1] for e in entries}}
 
 
 def live_delete_kinds(spark: Any, config: Path, table: str) -> list[int]:

@@ -9,7 +9,10 @@ and the index names the table's snapshot and holds exactly its live rows.
   with the folder not yet fsynced; the restart rebuilds it, or opens the renamed one, and one
   index file is left.
 
-One lineage kills at each point in turn (each restart recovers from the kill before it).
+One lineage kills at each point in turn (each restart recovers from the kill before it). The
+table is partitioned (``bucket(2, id)``, ``truncate(100, v)``: an update of ``v`` may move its
+row to another partition), so the catch-up and the rebuilds read each data file's partition again,
+and every position delete must land in its data file's partition.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from binlake.config import load_config
+from binlake.lake.catalog.write_path import WRITE
+from binlake.lake.spark.lineage import current_lineage
 from binlake_dev.sandbox import MariaDBSandbox
 from key_index_testing import (
     POSITION_DELETES,
     assert_index_matches_the_table,
     damage,
     index_path,
+    lake_name,
     live_delete_kinds,
     run_sql,
 )
@@ -57,7 +63,8 @@ def replicated(tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str
         "CREATE TABLE t (id INT PRIMARY KEY, v INT)",
         "INSERT INTO t SELECT seq, seq FROM seq_1_to_300",
     )
-    config = config_for(tmp_path, source, spark, database)
+    layout = f'[tables.layout."{database}.t"]\npartition = ["bucket(2, id)", "truncate(100, v)"]\n'
+    config = config_for(tmp_path, source, spark, database, tables=layout)
     replicate_in_process(config, spark)
     return config
 
@@ -67,6 +74,8 @@ def assert_exact(config: Path, spark: Any, table: str) -> None:
     assert_history_is_exactly_once(config, spark)
     assert_index_matches_the_table(spark, config, table)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    lineage = current_lineage(spark, lake_name(config, table))
+    assert {s.summary[WRITE] for s in lineage if WRITE in s.summary} == {"row-delta"}
 
 
 def test_killed_at_each_key_index_step_the_restart_leaves_one_true_index(

@@ -189,12 +189,13 @@ def test_reads_through_the_latest_cut_keep_a_cross_table_invariant_across_a_kill
         spark,
         database,
         receiver="sync_interval_ms = 10\n",
-        # Partitioned: committed by MERGE (copy-on-write), so that each snapshot is one small
-        # file per table and a read costs little (a row delta's delete files pile up).
+        # Partitioned, with equality deletes: committed by MERGE (copy-on-write), so that each
+        # snapshot is one small file per table and a read costs little (a row delta's delete
+        # files pile up).
         tables="".join(
             f'[tables.layout."{database}.{t}"]\npartition = ["bucket(1, id)"]\n' for t in TABLES
         ),
-        applier="max_transactions = 40\nmax_seconds = 1.0\n",
+        applier='max_transactions = 40\nmax_seconds = 1.0\ndeletes = "equality"\n',
     )
     config_path.write_text(config_path.read_text() + "[cuts]\nevery_s = 0\n")
     config = load_config(config_path)

@@ -162,7 +162,7 @@ def staged_before_compaction(
     change(changes)
     target = keyed.deltas.open(name, schema.key, table)
     assert keyed.positions is not None
-    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
+    batch = keyed.positions.begin(target, table)
     staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
     (keyed_table,) = maintainer.tables()

@@ -299,9 +299,9 @@ def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
 ) -> None:
     """``[tables.layout."db.t"]`` (issue 14): the table binlake creates has the configured
     partition spec and sort order; inserts, updates (one moving a row to another day's
-    partition) and deletes land exactly, by MERGE (a row delta's equality deletes would be
-    scoped to one partition); a layout naming a column the table lacks stops replicate with a
-    ConfigError naming the key."""
+    partition) and deletes land exactly, by row deltas (one data file per partition, position
+    deletes in their data files' partitions); a layout naming a column the table lacks stops
+    replicate with a ConfigError naming the key."""
     database = f"rep_layout{target.suffix}"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(
@@ -320,7 +320,7 @@ def test_a_configured_layout_partitions_and_sorts_the_table_and_keeps_it_exact(
     replicate_in_process(config_path, spark)
     assert_verify_passes(config_path, spark)
     assert_history_is_exactly_once(config_path, spark)
-    assert writes_per_table(config_path, spark)[f"{database}.orders"] == {"merge"}
+    assert writes_per_table(config_path, spark)[f"{database}.orders"] == {"row-delta"}
     name = lake_target(load_config(config_path)).lake_table(TableName(database, "orders"))
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(

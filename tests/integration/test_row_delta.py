@@ -25,10 +25,14 @@ from binlake.lake.catalog.target import lake_target
 from binlake.lake.catalog.write_path import WRITE, WRITE_REASON
 from binlake.lake.spark.lineage import current_lineage, refs
 from binlake.metrics import COMMITS
+from binlake_dev.readers import WarehouseTable, differences, read_rows, source_rows
 from binlake_dev.sandbox import MariaDBSandbox
 from key_index_testing import (
     EQUALITY_DELETES,
     POSITION_DELETES,
+    assert_index_matches_the_table,
+    damage,
+    index_path,
     lake_name,
     live_delete_kinds,
     run_sql,
@@ -218,25 +222,69 @@ def test_minimal_row_images_take_merge_and_status_and_metrics_say_why(
     assert_verify_passes(config, spark)
 
 
-def test_a_partitioned_table_takes_merge_and_stays_exact(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+@pytest.mark.parametrize("deletes", ["position", "equality"])
+def test_a_partitioned_table_takes_row_deltas_by_position_and_stays_exact(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, deletes: str
 ) -> None:
-    """An equality delete is scoped to its partition: a key's old row may be in another one, so
-    a table someone partitioned keeps MERGE (named in its commits)."""
-    database = "rd_partitioned"
-    config = replicated(tmp_path, source, spark, database, 40)
-    spark.sql(f"ALTER TABLE {lake_name(config, f'{database}.t')} ADD PARTITION FIELD bucket(4, v)")
+    """A position delete names its row wherever the row is: a table someone partitioned (here
+    twice after its copy: partition evolution, its first files in the unpartitioned spec) takes
+    row deltas, each new data file in the current spec and its partition, each position delete
+    in the spec and partition of the data file it names; rows that change partition land
+    exactly, and PyIceberg and DuckDB read it as the source has it. An equality delete is
+    scoped to its partition (a key's old row may be in another one): with equality deletes a
+    partitioned table keeps MERGE (named in its commits)."""
+    database = f"rd_partitioned_{deletes}"
+    source.execute(f"CREATE DATABASE {database}")
+    fill = "INSERT INTO t SELECT seq, 'a', seq, NOW(6) FROM seq_1_to_40"
+    run_sql(source, database, TABLE, fill)
+    applier = ONE_BATCH + f'deletes = "{deletes}"\n'
+    config = config_for(tmp_path, source, spark, database, applier=applier)
+    replicate_in_process(config, spark)
+    name = lake_name(config, f"{database}.t")
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD bucket(4, v)")
     run_sql(
         source,
         database,
         "UPDATE t SET v = CONCAT('moved ', id) WHERE id <= 20",  # rows change partition
         "DELETE FROM t WHERE id = 30",
-        "INSERT INTO t VALUES (41, 'b', 1, NOW(6))",
+        "INSERT INTO t VALUES (41, 'b', 1, NOW(6)), (42, NULL, 2, NULL)",
+    )
+    replicate_in_process(config, spark)
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD days(at)")
+    if deletes == "position":  # the next batch rebuilds it: every file's partition read again
+        assert_index_matches_the_table(spark, config, f"{database}.t")
+        damage(index_path(config, spark, f"{database}.t"), "missing")
+    run_sql(
+        source,
+        database,
+        "UPDATE t SET v = CONCAT('again ', id), at = '1969-12-31 23:00:00' WHERE id <= 5",
+        "UPDATE t SET n = n + 1 WHERE id BETWEEN 10 AND 25 OR id = 42",
+        "DELETE FROM t WHERE id IN (2, 41)",
     )
     replicate_in_process(config, spark)
     last = rows_commits(config, spark, f"{database}.t")[-1]
-    assert last[WRITE] == "merge" and "partitioned" in last[WRITE_REASON]
+    if deletes == "equality":
+        assert last[WRITE] == "merge" and "partitioned" in last[WRITE_REASON]
+        assert_verify_passes(config, spark)
+        return
+    assert {c[WRITE] for c in rows_commits(config, spark, f"{database}.t")} == {"row-delta"}
+    assert set(live_delete_kinds(spark, config, f"{database}.t")) == {POSITION_DELETES}
+    placed = spark.sql(
+        f"SELECT d.spec_id = f.spec_id AND d.partition = f.partition, f.spec_id, count(*) "
+        f"FROM {name}.position_deletes d JOIN {name}.files f ON d.file_path = f.file_path "
+        "GROUP BY 1, 2"
+    ).collect()
+    assert {(r[0], r[1]) for r in placed} == {(True, 0), (True, 1)}, placed
+    specs = {r[0] for r in spark.sql(f"SELECT spec_id FROM {name}.files").collect()}
+    assert specs == {0, 1, 2}
     assert_verify_passes(config, spark)
+    assert_index_matches_the_table(spark, config, f"{database}.t")
+    table = WarehouseTable(lake_warehouse(spark), "lake", database, "t")
+    with source.connect(database) as conn, conn.cursor() as cursor:
+        want = source_rows(cursor, database, "t", table.columns())
+    for reader in ("pyiceberg", "duckdb"):
+        problem = differences(reader, table, read_rows(reader, table, spark), want)
+        assert not problem, problem
 
 
 @pytest.mark.parametrize("deletes", ["position", "equality"])

@@ -141,8 +141,9 @@ def test_a_killed_executor_costs_a_retry_never_a_row(
     tmp_path: Path, source: MariaDBSandbox, spark: SparkSession, target: TargetSetup
 ) -> None:
     """kill -9 of the executor JVM while the first batch's Spark job runs on it (`big` is
-    partitioned: its batch is a MERGE, whose tasks write data files on the executors; a row
-    delta or an unpartitioned change log runs no Spark job): the driver loses the executor, the
+    partitioned and takes equality deletes: its batch is a MERGE, whose tasks write data files
+    on the executors; a row delta or an unpartitioned change log runs no Spark job): the driver
+    loses the executor, the
     master starts another, the job's tasks run again there, and the batch commits once."""
     cluster = target.cluster
     assert cluster is not None
@@ -158,7 +159,8 @@ def test_a_killed_executor_costs_a_retry_never_a_row(
     source.execute(f"INSERT INTO {database}.log SELECT seq, 'x' FROM {database}.seq_1_to_20000")
     layout = f'[tables.layout."{database}.big"]\npartition = ["bucket(4, id)"]\n'
     config = config_for(
-        tmp_path, source, spark, database, target=target, applier="max_seconds = 30\n",
+        tmp_path, source, spark, database, target=target,
+        applier='max_seconds = 30\ndeletes = "equality"\n',
         tables=layout,
     )  # fmt: skip
     log_path = tmp_path / "replicate.log"

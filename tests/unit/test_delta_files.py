@@ -97,11 +97,31 @@ def test_an_unpartitioned_v2_table_of_written_types_takes_row_deltas() -> None:
     assert layout().refusal() is None
 
 
+def _field(name: str, transform: str, source: int = 1) -> dict[str, object]:
+    return {"name": name, "transform": transform, "source-id": source, "field-id": 1000}
+
+
+def test_a_partitioned_table_takes_row_deltas_by_position_but_not_by_equality() -> None:
+    """A position delete names its row wherever the row is; an equality delete is scoped to
+    its partition, and a key's old row may be in another one."""
+    partitioned = layout(spec={"spec-id": 2, "fields": [_field("id_bucket", "bucket[4]")]})
+    assert partitioned.refusal() is None
+    assert partitioned.partition.spec_id == 2
+    assert partitioned.partition.fields[0].result_type == "int"
+    refusal = partitioned.equality_refusal()
+    assert refusal is not None and "partitioned" in refusal
+    assert layout().equality_refusal() is None
+
+
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
         (
-            {"spec": {"spec-id": 1, "fields": [{"name": "b", "transform": "bucket[4]"}]}},
+            {"spec": {"spec-id": 1, "fields": [_field("id", "zorder")]}},
+            "the partition transform zorder",
+        ),
+        (
+            {"spec": {"spec-id": 1, "fields": [_field("amount", "bucket[4]", source=3)]}},
             "partition",
         ),
         ({"version": 1}, "format version 1"),

@@ -21,7 +21,7 @@ from binlake.errors import (
 )
 from binlake.keyindex.encode import encode_keys, key_spec, type_family
 from binlake.keyindex.folder import IndexFolder
-from binlake.keyindex.store import FORMAT_VERSION, KeyIndex
+from binlake.keyindex.store import FORMAT_VERSION, IndexedFile, KeyIndex
 
 UUID = "7d3b1c6e-0000-4000-8000-000000000001"
 OTHER = "7d3b1c6e-0000-4000-8000-000000000002"
@@ -128,7 +128,7 @@ def test_a_batch_moves_keys_and_the_snapshot_in_one_transaction(tmp_path: Path) 
     assert index.snapshot == 1 and index.lookup(ints(3))[ints(3)[0]][1] == 3
     index.begin()
     index.remove(ints(3, 4))
-    index.put(new, ints(3, 50), [0, 1])
+    index.put(IndexedFile(new, 2, '{"1000":3}'), ints(3, 50), [0, 1])  # spec 2, a partition
     index.commit(2)
     index.close()
     reopened = folder.open(UUID, SPEC)
@@ -136,6 +136,11 @@ def test_a_batch_moves_keys_and_the_snapshot_in_one_transaction(tmp_path: Path) 
     found = reopened.lookup(ints(3, 4, 50))
     assert ints(4)[0] not in found
     assert {reopened.paths([f])[f] for f, _ in found.values()} == {new}
+    files = reopened.files([found[ints(3)[0]][0], reopened.lookup(ints(0))[ints(0)[0]][0]])
+    assert sorted(files.values(), key=lambda f: f.path) == [
+        IndexedFile(DATA_A, 0, "{}"),  # a builder's file given by path: unpartitioned
+        IndexedFile(new, 2, '{"1000":3}'),
+    ]
     reopened.begin()
     reopened.drop_files([DATA_A])  # a compaction removed it
     reopened.commit(3)
@@ -187,6 +192,10 @@ def test_an_entry_or_a_path_that_fails_its_crc_is_never_used(tmp_path: Path) -> 
         ("UPDATE meta SET snapshot = 99", "crc"),
         ("DELETE FROM entries WHERE pos < 3", "damaged"),  # lost entries: the count tells
         ("DELETE FROM meta", "damaged"),
+        # an older binlake's file (version 1: no partitions of its data files) is rebuilt
+        (f"PRAGMA user_version = {FORMAT_VERSION - 1}", "older version"),
+        ("UPDATE files SET partition = '{\"1000\":1}' WHERE id = 1", "crc"),
+        ("UPDATE files SET spec = 3 WHERE id = 1", "crc"),
     ],
 )
 def test_a_meta_row_or_count_that_is_not_true_refuses_the_index(
@@ -197,7 +206,7 @@ def test_a_meta_row_or_count_that_is_not_true_refuses_the_index(
     index.close()
     sql(index.path, statement)
     with pytest.raises(KeyIndexUntrustedError) as error:
-        folder.open(UUID, SPEC)
+        folder.open(UUID, SPEC).files([1])
     assert error.value.reason == reason, error.value.message
 
 

@@ -7,8 +7,11 @@ Tables (docs/format.md, "Key index files"):
   the row's position in that file (0-based); ``crc`` is the CRC32 of the key's bytes, then the
   file id and the position as 8-byte big-endian integers. An index on ``(file, pos)`` finds a
   data file's entries (a compaction removed it, a delete touched it);
-* ``files(id INTEGER PRIMARY KEY, path TEXT UNIQUE, crc INTEGER)``: the data files, by their
-  location as the table's metadata names them; ``crc`` is the CRC32 of ``<id>|<path>``;
+* ``files(id INTEGER PRIMARY KEY, path TEXT UNIQUE, spec INTEGER, partition TEXT, crc INTEGER)``:
+  the data files, by their location as the table's metadata names them, with the id of their
+  partition spec and their partition values (Iceberg's single-value JSON of the partition:
+  ``binlake.lake.write.partitions``; a position delete must be in the spec and partition of the
+  data file it names); ``crc`` is the CRC32 of ``<id>|<path>|<spec>|<partition>``;
 * ``meta``: one row, the format version, the Iceberg table's UUID, the key spec, the Iceberg
   snapshot the entries match (NULL: the table had none), the number of entries and the CRC32 of
   those five as text.
@@ -17,7 +20,9 @@ Every value read is checked against its CRC before it is used; a mismatch, a SQL
 says the file is damaged ("malformed", "not a database"), a meta row for another table or key, or
 a count of entries other than the meta's means the index is not true: ``KeyIndexUntrustedError``
 (its caller rebuilds it from the table). A ``PRAGMA user_version`` above ``FORMAT_VERSION`` is a
-newer binlake's file: ``KeyIndexVersionError``, and the file is left alone.
+newer binlake's file: ``KeyIndexVersionError``, and the file is left alone; one below it (an
+older binlake's: version 1 kept no partitions) is not read, but rebuilt (reason ``older
+version``).
 
 The database runs with ``journal_mode=WAL`` and ``synchronous=NORMAL``: a transaction is atomic
 and the file stays whole through a power cut, but the last transactions committed before one
@@ -54,7 +59,7 @@ from binlake.errors import (
 from binlake.storage.durable import fsync_fd, raise_os_error
 
 #: The format this binlake reads and writes (``PRAGMA user_version`` and the meta row).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: SQLite's page cache per index file, in KiB: the memory an index costs whatever its size.
 CACHE_KIB = 16 * 1024
 #: Keys per lookup statement (SQLite's bound on parameters is far above it).
@@ -64,7 +69,8 @@ SCHEMA = (
     "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, "
     "table_uuid TEXT NOT NULL, key_spec TEXT NOT NULL, snapshot INTEGER, entries INTEGER NOT NULL, "
     "crc INTEGER NOT NULL)",
-    "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, crc INTEGER NOT NULL)",
+    "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, spec INTEGER NOT NULL, "
+    "partition TEXT NOT NULL, crc INTEGER NOT NULL)",
     "CREATE TABLE entries (key BLOB PRIMARY KEY, file INTEGER NOT NULL, pos INTEGER NOT NULL, "
     "crc INTEGER NOT NULL) WITHOUT ROWID",
 )
@@ -77,8 +83,18 @@ def entry_crc(key: bytes, file: int, pos: int) -> int:
     return crc32(key + file.to_bytes(8, "big", signed=True) + pos.to_bytes(8, "big", signed=True))
 
 
-def file_crc(file: int, path: str) -> int:
-    return crc32(f"{file}|{path}".encode())
+def file_crc(file: int, path: str, spec: int, partition: str) -> int:
+    return crc32(f"{file}|{path}|{spec}|{partition}".encode())
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """A data file the index names: its location, partition spec id and partition values."""
+
+    path: str
+    spec: int = 0
+    #: The partition values as Iceberg's single-value JSON (``{}``: unpartitioned).
+    partition: str = "{}"
 
 
 @dataclass(frozen=True)
@@ -188,17 +204,23 @@ class KeyIndex:
 
     def paths(self, ids: Iterable[int]) -> dict[int, str]:
         """The data file path of each file id."""
+        return {file: found.path for file, found in self.files(ids).items()}
+
+    def files(self, ids: Iterable[int]) -> dict[int, IndexedFile]:
+        """The data file (path, spec, partition) of each file id."""
         wanted = sorted(set(ids))
-        out: dict[int, str] = {}
+        out: dict[int, IndexedFile] = {}
         with self._reading():
             for at in range(0, len(wanted), LOOKUP_CHUNK):
                 chunk = wanted[at : at + LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
-                statement = f"SELECT id, path, crc FROM files WHERE id IN ({marks})"
-                for file, path, crc in self._conn.execute(statement, chunk):
-                    if crc != file_crc(file, path):
-                        raise untrusted(self.path, "crc", "a data file's path fails its CRC32")
-                    out[file] = path
+                statement = (
+                    f"SELECT id, path, spec, partition, crc FROM files WHERE id IN ({marks})"
+                )
+                for file, path, spec, partition, crc in self._conn.execute(statement, chunk):
+                    if crc != file_crc(file, path, spec, partition):
+                        raise untrusted(self.path, "crc", "a data file's row fails its CRC32")
+                    out[file] = IndexedFile(path, spec, partition)
         if len(out) != len(wanted):
             raise untrusted(self.path, "damaged", "an entry names a data file it does not list")
         return out
@@ -206,7 +228,7 @@ class KeyIndex:
     def entries_of(self, path: str) -> Iterator[tuple[bytes, int]]:
         """(key, position) of the entries of one data file, in position order (tests, tools)."""
         with self._reading():
-            file = self._file_id(path, create=False)
+            file = self._file_id(IndexedFile(path), create=False)
             if file is None:
                 return
             statement = "SELECT key, pos, crc FROM entries WHERE file = ? ORDER BY pos"
@@ -231,13 +253,14 @@ class KeyIndex:
             )
             self._delta -= cursor.rowcount
 
-    def put(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
-        """Add an entry per key: its live row is at ``positions[i]`` of the data file ``path``."""
+    def put(self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        """Add an entry per key: its live row is at ``positions[i]`` of the data file ``data``
+        (a path alone: a file of spec 0, unpartitioned)."""
         assert self._delta is not None, "no open transaction"
         if not keys:
             return
         with self._reading():
-            file = self._file_id(path, create=True)
+            file = self._file_id(_indexed(data), create=True)
             assert file is not None
             rows = (
                 (key, file, pos, entry_crc(key, file, pos))
@@ -256,7 +279,7 @@ class KeyIndex:
         assert self._delta is not None, "no open transaction"
         with self._reading():
             for path in paths:
-                file = self._file_id(path, create=False)
+                file = self._file_id(IndexedFile(path), create=False)
                 if file is None:
                     continue
                 cursor = self._conn.execute("DELETE FROM entries WHERE file = ?", (file,))
@@ -292,19 +315,19 @@ class KeyIndex:
 
     # ---- helpers -------------------------------------------------------------------------
 
-    def _file_id(self, path: str, *, create: bool) -> int | None:
-        row = self._conn.execute("SELECT id, crc FROM files WHERE path = ?", (path,)).fetchone()
+    def _file_id(self, data: IndexedFile, *, create: bool) -> int | None:
+        """The id of ``data``'s path (``create``: a new one when the index has none)."""
+        statement = "SELECT id, spec, partition, crc FROM files WHERE path = ?"
+        row = self._conn.execute(statement, (data.path,)).fetchone()
         if row is not None:
-            if row[1] != file_crc(row[0], path):
-                raise untrusted(self.path, "crc", "a data file's path fails its CRC32")
+            if row[3] != file_crc(row[0], data.path, row[1], row[2]):
+                raise untrusted(self.path, "crc", "a data file's row fails its CRC32")
             return int(row[0])
         if not create:
             return None
         (last,) = self._conn.execute("SELECT coalesce(max(id), 0) FROM files").fetchone()
         file = int(last) + 1
-        self._conn.execute(
-            "INSERT INTO files (id, path, crc) VALUES (?, ?, ?)", (file, path, file_crc(file, path))
-        )
+        insert_file(self._conn, file, data)
         return file
 
     def _reading(self) -> _Damage:
@@ -338,6 +361,23 @@ class _Damage:
         ) from None
 
 
+def _indexed(data: IndexedFile | str) -> IndexedFile:
+    return IndexedFile(data) if isinstance(data, str) else data
+
+
+def insert_file(conn: sqlite3.Connection, file: int, data: IndexedFile) -> None:
+    conn.execute(
+        "INSERT INTO files (id, path, spec, partition, crc) VALUES (?, ?, ?, ?, ?)",
+        (
+            file,
+            data.path,
+            data.spec,
+            data.partition,
+            file_crc(file, data.path, data.spec, data.partition),
+        ),
+    )
+
+
 def duplicate_key(path: Path) -> KeyIndexDuplicateKeyError:
     return KeyIndexDuplicateKeyError(
         "the lake table holds two live rows of one key (found while indexing its keys)",
@@ -365,6 +405,13 @@ def _checked_meta(
             file=str(path),
             reason="newer version",
             version=int(version),
+        )
+    if 0 < version < FORMAT_VERSION:
+        raise untrusted(
+            path,
+            "older version",
+            f"it is of format version {version}, written by an older binlake (this one writes "
+            f"version {FORMAT_VERSION})",
         )
     if version != FORMAT_VERSION:
         raise untrusted(path, "damaged", f"its format version is {version}")
@@ -422,19 +469,16 @@ class IndexBuilder:
             conn.execute(statement)
         conn.execute("CREATE TABLE scratch.rows (key BLOB, file INTEGER, pos INTEGER, crc INTEGER)")
 
-    def add(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
-        """The live rows of data file ``path``: their keys and positions."""
+    def add(self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        """The live rows of data file ``data``: their keys and positions."""
         with _Damage(self.path):
-            self._add(path, keys, positions)
+            self._add(_indexed(data), keys, positions)
 
-    def _add(self, path: str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
-        file = self._files.get(path)
+    def _add(self, data: IndexedFile, keys: Sequence[bytes], positions: Sequence[int]) -> None:
+        file = self._files.get(data.path)
         if file is None:
-            file = self._files[path] = len(self._files) + 1
-            self._conn.execute(
-                "INSERT INTO files (id, path, crc) VALUES (?, ?, ?)",
-                (file, path, file_crc(file, path)),
-            )
+            file = self._files[data.path] = len(self._files) + 1
+            insert_file(self._conn, file, data)
         self._conn.executemany(
             "INSERT INTO scratch.rows VALUES (?, ?, ?, ?)",
             (

@@ -540,13 +540,14 @@ class Lake:
         """Append a change log's rows in one snapshot: a data file staged here and committed
         through Iceberg's API with the position and the tags (``binlake.lake.write.row_delta``: no
         Spark job) where the table can take it, else a DataFrame append (a partitioned
-        table, ``DeltaLayout.refusal``)."""
+        table: only keyed tables' batches are split by partition here; or one
+        ``DeltaLayout.refusal`` names)."""
         write = Write(WritePath.APPEND)
         merged = {**properties, **write.properties()}
         rows = changes.to_arrow(schema.columns)
         deltas, source = self._keyed.deltas, str(table.source)
         target = deltas.open(table.name, (), source)
-        if target.layout.refusal() is None:
+        if not target.layout.partitioned and target.layout.refusal() is None:
             staged = deltas.stage(target, [(rows, pa.table({}))], source)
             crash_point("apply_before_delta_commit")
             deltas.commit(staged, merged, source)

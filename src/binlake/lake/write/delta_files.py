@@ -4,12 +4,14 @@ and the batch's rows shaped and written as Parquet that Iceberg reads as its own
 A keyed table's batch becomes, without reading the table (``binlake.lake.write.row_delta`` commits
 them):
 
-* one Parquet **data file** with every upserted row (every column), and
+* one Parquet **data file** per partition (``binlake.lake.write.partitions``: an unpartitioned
+  table has one) with every upserted row of it (every column), and
 * one Parquet **position-delete file** (``file_path``, ``pos``: Iceberg's reserved field ids,
-  sorted by path then position) naming the rows the batch replaces, as the key index found them
-  (``PositionLookup``, ``position_deletes``), or, with ``[applier] deletes = "equality"``, one
-  Parquet **equality-delete file** on the key columns, holding the key of every deleted row and
-  of every upserted row that may replace an older one.
+  sorted by path then position) per partition of the data files it names (a position delete is
+  in its data file's spec and partition), naming the rows the batch replaces, as the key index
+  found them (``PositionLookup``, ``position_deletes``), or, with ``[applier] deletes =
+  "equality"``, one Parquet **equality-delete file** on the key columns, holding the key of
+  every deleted row and of every upserted row that may replace an older one.
 
 Iceberg finds a Parquet column by its field id (``PARQUET:field_id`` in the file's schema), not
 by its name, so the Arrow schema here is built from the table's current Iceberg schema (JSON,
@@ -26,9 +28,10 @@ groups are bounded by rows from ``write.parquet.row-group-size-bytes`` (pyarrow 
 rows, not bytes). A table sort order of identity fields is honoured (the data file is sorted and
 says so); any other sort order is not reproduced here, and the file is declared unsorted.
 
-``refusal`` names what keeps a table on MERGE: a partitioned spec (an equality delete is scoped
-to its partition, and a key's old row may sit in another one), format version 1, or a column
-type binlake does not write.
+``refusal`` names what keeps a table on MERGE: format version 1, a column type binlake does not
+write, a partition transform it does not compute, or, for equality deletes only
+(``equality_refusal``), a partitioned spec (an equality delete is scoped to its partition, and a
+key's old row may sit in another one).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,6 +48,7 @@ import pyarrow.parquet as pq
 
 from binlake.errors import ApplyError, TargetError
 from binlake.lake.write.changes import misfit_error
+from binlake.lake.write.partitions import FilePartition, PartitionSpec, parse_spec
 
 FIELD_ID = b"PARQUET:field_id"
 DEFAULT_ROW_GROUP_BYTES = 128 << 20
@@ -101,10 +105,17 @@ class DeltaLayout:
     #: The key columns' names, in key order (binlake's key: the Iceberg identifier fields).
     key: tuple[str, ...]
     format_version: int
-    partitioned: bool
+    #: The current partition spec (no fields: unpartitioned).
+    partition: PartitionSpec
     #: (column, ascending) when the sort order is identity fields only, else ().
     sort: tuple[tuple[str, bool], ...]
     properties: Mapping[str, str]
+    #: Why the current spec's partitions cannot be computed here (None: they can).
+    partition_problem: str | None = None
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.partition.fields) or self.partition_problem is not None
 
     @property
     def key_field_ids(self) -> tuple[int, ...]:
@@ -118,22 +129,32 @@ class DeltaLayout:
         return pa.schema([by_name[name].arrow_field() for name in wanted])
 
     def refusal(self) -> str | None:
-        """Why this table must take MERGE rather than a row delta (None: it need not)."""
-        if self.partitioned:
-            return "the table is partitioned (equality deletes are scoped to one partition)"
+        """Why this table must take MERGE rather than a row delta with position deletes (None:
+        it need not)."""
+        if self.partition_problem is not None:
+            return f"binlake does not compute the table's partitions ({self.partition_problem})"
         if self.format_version < 2:
             return f"the table is Iceberg format version {self.format_version} (row deltas need 2)"
         names = {c.name for c in self.columns}
         missing = [name for name in self.key if name not in names]
         if missing:
             return f"the key column(s) {', '.join(missing)} are not in the Iceberg schema"
-        return self.data_file_refusal()
+        return self._file_refusal()
+
+    def equality_refusal(self) -> str | None:
+        """Why this table must take MERGE rather than a row delta with equality deletes."""
+        if self.partitioned:
+            return "the table is partitioned (equality deletes are scoped to one partition)"
+        return self.refusal()
 
     def data_file_refusal(self) -> str | None:
-        """Why binlake cannot add data files it wrote itself to this table (None: it can):
-        files added without deletes (a snapshot's chunks) need no more than this."""
+        """Why binlake cannot add data files other writers stored (a snapshot's chunks, each
+        written whole by an executor) to this table (None: it can)."""
         if self.partitioned:
-            return "the table is partitioned (binlake writes unpartitioned data files)"
+            return "the table is partitioned (a snapshot's chunk files are not split by partition)"
+        return self._file_refusal()
+
+    def _file_refusal(self) -> str | None:
         if any(key.startswith("encryption.") for key in self.properties):
             return "the table is encrypted (binlake writes plain Parquet files)"
         odd = [c for c in self.columns if arrow_type_of(c.type) is None]
@@ -161,13 +182,19 @@ def parse_layout(
         for f in schema["fields"]
     )
     spec = json.loads(spec_json)
+    problem = None
+    try:
+        partition = parse_spec(spec, {c.field_id: (c.name, c.type) for c in columns})
+    except ValueError as error:
+        partition, problem = PartitionSpec(int(spec.get("spec-id", 0))), str(error)
     return DeltaLayout(
         columns=columns,
         key=tuple(key),
         format_version=format_version,
-        partitioned=bool(spec.get("fields")),
+        partition=partition,
         sort=_identity_sort(json.loads(order_json), {c.field_id: c.name for c in columns}),
         properties=dict(properties),
+        partition_problem=problem,
     )
 
 
@@ -246,23 +273,36 @@ FILE_PATH_FIELD_ID = 2147483546
 POS_FIELD_ID = 2147483545
 
 
+@dataclass(frozen=True)
+class NewRows:
+    """Upserted rows of one chunk (``fit``, whole) going to one new data file: stored at
+    ``location``, in ``partition``, from row ``first_row`` of the file on."""
+
+    location: str
+    partition: FilePartition
+    rows: pa.Table
+    first_row: int
+
+
+@dataclass(frozen=True)
+class PositionDeletes:
+    """One position-delete file's rows (``position_deletes``), all naming data files of
+    ``partition``, and those data files."""
+
+    partition: FilePartition
+    rows: pa.Table
+    referenced: tuple[str, ...]
+
+
 class PositionLookup(Protocol):
     """Where a row delta's position deletes come from (``binlake.lake.write.key_positions``):
     told each staged chunk, it names the rows the batch replaces by (data file, position)."""
 
-    #: Where the batch's data file is stored (chosen before its rows are written: the index
-    #: records each new row's position in it).
-    data_location: str
+    def chunk(self, rows: Sequence[NewRows], deleted: pa.Table | None) -> None:
+        """A chunk's upserted rows (by data file) and deleted keys (``fit``, key columns)."""
 
-    def chunk(self, rows: pa.Table | None, deleted: pa.Table | None, first_row: int) -> None:
-        """A chunk's upserted rows (``fit``, whole; written from row ``first_row`` of the data
-        file on) and deleted keys (``fit``, key columns)."""
-
-    def deletes(self) -> pa.Table:
-        """The position deletes found so far (``position_deletes``)."""
-
-    def referenced(self) -> tuple[str, ...]:
-        """The data files those deletes name."""
+    def deletes(self) -> list[PositionDeletes]:
+        """The position deletes found so far, by the partition of the data files they name."""
 
 
 def position_delete_schema() -> pa.Schema:
@@ -412,3 +452,51 @@ class ParquetStaging:
         self._flush()
         self._writer.close()
         return int(os.path.getsize(self.path))
+
+
+@dataclass
+class DataFileStaging:
+    """One new data file of a batch: where it will be stored, its partition, its staging copy."""
+
+    location: str
+    partition: FilePartition
+    staging: ParquetStaging
+
+
+class DataStaging:
+    """A batch's new data files, one per partition its rows fall in (``partitions``), staged
+    in ``folder``; each file's location is chosen (``new_location``) when its partition is first
+    met, before its rows are written: the key index records each row's position in it."""
+
+    def __init__(self, folder: str, layout: DeltaLayout, new_location: Callable[[], str]) -> None:
+        self.folder = folder
+        self.layout = layout
+        self.new_location = new_location
+        self._files: dict[FilePartition, DataFileStaging] = {}
+
+    def split(self, rows: pa.Table | None) -> list[NewRows]:
+        """``rows`` (``fit``, whole) by the data file each goes to, from the row each file is
+        at (``write`` them next)."""
+        if rows is None:
+            return []
+        out = []
+        for partition, part in self.layout.partition.split(rows):
+            file = self._files.get(partition)
+            if file is None:
+                path = os.path.join(self.folder, f"data-{len(self._files)}.parquet")
+                staging = ParquetStaging(
+                    path, self.layout.arrow_schema(), self.layout.properties, deletes=False
+                )
+                file = self._files[partition] = DataFileStaging(
+                    self.new_location(), partition, staging
+                )
+            out.append(NewRows(file.location, partition, part, file.staging.rows))
+        return out
+
+    def write(self, new: Sequence[NewRows]) -> None:
+        for rows in new:
+            self._files[rows.partition].staging.write(rows.rows)
+
+    def files(self) -> Iterator[DataFileStaging]:
+        """The files with rows, in the order their partitions were met."""
+        return (file for file in self._files.values() if file.staging.rows)

@@ -39,10 +39,16 @@ from binlake.errors import KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys, key_spec
 from binlake.keyindex.folder import IndexFolder
 from binlake.keyindex.open_set import OpenIndexes
-from binlake.keyindex.store import KeyIndex, untrusted
+from binlake.keyindex.store import IndexedFile, KeyIndex, untrusted
 from binlake.lake.spark.errors import spark_errors
-from binlake.lake.write.delta_files import DeltaLayout, position_deletes
+from binlake.lake.write.delta_files import (
+    DeltaLayout,
+    NewRows,
+    PositionDeletes,
+    position_deletes,
+)
 from binlake.lake.write.key_reads import CatchUp, plan_catch_up, read_entries
+from binlake.lake.write.partitions import FilePartition
 from binlake.lake.write.row_delta import DeltaTable
 
 #: Told of every index that is rebuilt, with why (the typed warning).
@@ -58,34 +64,43 @@ class BatchPositions:
     """One batch's lookups and index changes (an open transaction of ``index``); the
     ``delta_files.PositionLookup`` a row delta is staged with."""
 
-    def __init__(self, index: KeyIndex, key: Sequence[str], data_location: str) -> None:
+    def __init__(self, index: KeyIndex, key: Sequence[str]) -> None:
         self.index = index
         self.key = tuple(key)
-        self.data_location = data_location
         self._files: list[int] = []
         self._positions: list[int] = []
 
-    def chunk(self, rows: pa.Table | None, deleted: pa.Table | None, first_row: int) -> None:
-        upserted = self._keys(rows)
-        gone = self._keys(deleted)
-        found = self.index.lookup(upserted + gone)
+    def chunk(self, rows: Sequence[NewRows], deleted: pa.Table | None) -> None:
+        upserted = [self._keys(new.rows) for new in rows]
+        found = self.index.lookup([k for keys in upserted for k in keys] + self._keys(deleted))
         for file, pos in found.values():
             self._files.append(file)
             self._positions.append(pos)
         self.index.remove(list(found))
-        self.index.put(self.data_location, upserted, range(first_row, first_row + len(upserted)))
+        for new, keys in zip(rows, upserted, strict=True):
+            data = IndexedFile(new.location, new.partition.spec_id, new.partition.values)
+            self.index.put(data, keys, range(new.first_row, new.first_row + len(keys)))
 
     def _keys(self, table: pa.Table | None) -> list[bytes]:
         if table is None or not table.num_rows:
             return []
         return encode_keys([table.column(name) for name in self.key])
 
-    def deletes(self) -> pa.Table:
-        paths = self.index.paths(self._files)
-        return position_deletes([paths[f] for f in self._files], self._positions)
-
-    def referenced(self) -> tuple[str, ...]:
-        return tuple(sorted(self.index.paths(self._files).values()))
+    def deletes(self) -> list[PositionDeletes]:
+        """The rows found, one group per partition of the data files they are in."""
+        files = self.index.files(self._files)
+        groups: dict[FilePartition, tuple[list[str], list[int]]] = {}
+        for file, pos in zip(self._files, self._positions, strict=True):
+            data = files[file]
+            paths, positions = groups.setdefault(FilePartition(data.spec, data.partition), ([], []))
+            paths.append(data.path)
+            positions.append(pos)
+        return [
+            PositionDeletes(
+                partition, position_deletes(paths, positions), tuple(sorted(set(paths)))
+            )
+            for partition, (paths, positions) in groups.items()
+        ]
 
     @property
     def found(self) -> int:
@@ -110,7 +125,7 @@ class KeyPositions:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def begin(self, target: DeltaTable, data_location: str, table: str) -> BatchPositions:
+    def begin(self, target: DeltaTable, table: str) -> BatchPositions:
         """The batch's lookups on the table's index, made to match ``target``'s base snapshot,
         in an open transaction; ``end`` it (always)."""
         uuid = _uuid(target, table)
@@ -122,7 +137,7 @@ class KeyPositions:
         except BaseException:
             lock.release()
             raise
-        return BatchPositions(index, target.layout.key, data_location)
+        return BatchPositions(index, target.layout.key)
 
     def end(self, batch: BatchPositions, snapshot: int | None) -> None:
         """End ``batch``: commit its changes with the index at ``snapshot`` (the row delta's
@@ -191,8 +206,8 @@ class KeyPositions:
         try:
             index.drop_files(sorted(plan.dropped))
             entries = read_entries(self.spark, target, plan.read, table, plan.optional)
-            for path, keys, positions in entries:
-                index.put(path, keys, positions)
+            for data, keys, positions in entries:
+                index.put(data, keys, positions)
             index.commit(target.base_snapshot)
         except BaseException:
             index.rollback()
@@ -203,8 +218,8 @@ class KeyPositions:
         """A new index of the table at its base snapshot, read whole, renamed into place."""
         builder = self.folder.builder(uuid, spec)
         try:
-            for path, keys, positions in read_entries(self.spark, target, None, table):
-                builder.add(path, keys, positions)
+            for data, keys, positions in read_entries(self.spark, target, None, table):
+                builder.add(data, keys, positions)
             with spark_errors(f"rebuild the key index of {target.name}", table):
                 builder.finish(target.base_snapshot)
         except BaseException:

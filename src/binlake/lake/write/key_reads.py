@@ -21,14 +21,16 @@ the distinct values of that column, read from the file itself (Parquet, through 
 ``FileIO``; every page's CRC checked).
 
 ``read_entries(spark, target, files)``: (data file, keys, positions) of the live rows (deletes
-applied) of ``files`` at B, or of the whole table (``files=None``: a rebuild). A rebuild of a
-table that no delete file reaches, of at most ``READ_HERE_BYTES`` (a small table's first batch
-after its copy), reads the key columns of its Parquet files on the driver, through the table's
-``FileIO``: every row is live, at its row number. Otherwise the rows are
+applied) of ``files`` at B, or of the whole table (``files=None``: a rebuild); each data file with
+its partition spec id and values (``task.file().specId()``, ``SingleValueParser.toJson`` of
+``task.file().partition()``, from the table's scan tasks at B: a position delete must be in its data
+file's partition). A rebuild of a table that no delete file reaches, of at most ``READ_HERE_BYTES``
+(a small table's first batch after its copy), reads the key columns of its Parquet files on the
+driver, through the table's ``FileIO``: every row is live, at its row number. Otherwise the rows are
 Iceberg's own read: ``SELECT <key>, _file, _pos`` of the table's scan tasks at B for those files
-(``ScanTaskSetManager``: the tasks Iceberg's own rewrite reads, delete files included), or of
-the table ``VERSION AS OF`` B. Keys are encoded on the executors (``binlake.keyindex.encode``)
-and come back to the driver as one Arrow IPC stream per Arrow batch, a partition at a time
+(``ScanTaskSetManager``: the tasks Iceberg's own rewrite reads, delete files included), or of the
+table ``VERSION AS OF`` B. Keys are encoded on the executors (``binlake.keyindex.encode``) and come
+back to the driver as one Arrow IPC stream per Arrow batch, a partition at a time
 (``toLocalIterator``): the driver holds one partition's results, whatever the table's size.
 """
 
@@ -48,6 +50,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from binlake.errors import KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys
+from binlake.keyindex.store import IndexedFile
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.write.delta_files import FIELD_ID
@@ -179,7 +182,7 @@ def read_entries(
     files: Collection[str] | None,
     table: str,
     optional: Collection[str] = (),
-) -> Iterator[tuple[str, list[bytes], list[int]]]:
+) -> Iterator[tuple[IndexedFile, list[bytes], list[int]]]:
     """(data file, keys, positions) of the live rows at ``target``'s base snapshot: of the data
     files ``files`` (each must be live there, but those in ``optional``), or of the whole table
     (``None``)."""
@@ -192,7 +195,7 @@ def read_entries(
         with spark_errors(f"plan a read of the keys of {target.name}", table):
             whole = _unchanged_small_files(target)
         if whole is not None:  # a small table no delete reaches (a copy's): read here
-            yield from _read_here(target, whole, table)
+            yield from _read_here(target, file_partitions(jvm, target, whole).values(), table)
             return
     set_id = f"binlake-keys-{uuid.uuid4()}"
     cache = _table_cache(spark)
@@ -204,27 +207,51 @@ def read_entries(
         cache.add(set_id, target.java)
         try:
             reader = spark.read.format("iceberg")
+            tasks = _tasks(jvm, target, files, table, optional)
             if files is None:
                 reader = reader.option("snapshot-id", str(base))
             else:
-                tasks = _tasks(jvm, target, files, table, optional)
                 if tasks.isEmpty():
                     return
                 manager.stageTasks(target.java, set_id, tasks)
                 reader = reader.option("scan-task-set-id", set_id)
+            indexed = file_partitions(jvm, target, _iterate(tasks))
             frame = _keys_frame(reader.load(set_id), target.layout.key)
             for row in frame.toLocalIterator():
-                yield from _by_file(pa.ipc.open_stream(pa.py_buffer(row[0])).read_all())
+                entries = pa.ipc.open_stream(pa.py_buffer(row[0])).read_all()
+                for path, keys, positions in _by_file(entries):
+                    yield indexed[path], keys, positions
         finally:
             cache.remove(set_id)
             manager.removeTasks(target.java, set_id)
 
 
-def _unchanged_small_files(target: DeltaTable) -> list[str] | None:
+def file_partitions(
+    jvm: JavaObject, target: DeltaTable, tasks: Iterable[JavaObject]
+) -> dict[str, IndexedFile]:
+    """Each scan task's data file, by location, with its spec id and partition values."""
+    parser = jvm.org.apache.iceberg.SingleValueParser
+    specs = target.java.specs()
+    unpartitioned: dict[int, bool] = {}
+    out = {}
+    for task in tasks:
+        data = task.file()
+        spec_id = int(data.specId())
+        if spec_id not in unpartitioned:
+            unpartitioned[spec_id] = bool(specs.get(spec_id).isUnpartitioned())
+        values = "{}"
+        if not unpartitioned[spec_id]:
+            values = str(parser.toJson(specs.get(spec_id).partitionType(), data.partition()))
+        location = str(data.location())
+        out[location] = IndexedFile(location, spec_id, values)
+    return out
+
+
+def _unchanged_small_files(target: DeltaTable) -> list[JavaObject] | None:
     """The table's data files at the base snapshot, when no delete file reaches any, all are
     Parquet and they hold at most ``READ_HERE_BYTES``: every row of each is live, at the
     position it has in its file. None otherwise (a Spark read applies the deletes)."""
-    out: list[str] = []
+    out: list[JavaObject] = []
     size = 0
     planned = target.java.newScan().useSnapshot(target.base_snapshot).planFiles()
     try:
@@ -233,21 +260,22 @@ def _unchanged_small_files(target: DeltaTable) -> list[str] | None:
             size += int(data.fileSizeInBytes())
             if task.deletes().size() or str(data.format()) != "PARQUET" or size > READ_HERE_BYTES:
                 return None
-            out.append(str(data.location()))
+            out.append(task)
     finally:
         planned.close()
     return out
 
 
 def _read_here(
-    target: DeltaTable, locations: list[str], table: str
-) -> Iterator[tuple[str, list[bytes], list[int]]]:
+    target: DeltaTable, files: Iterable[IndexedFile], table: str
+) -> Iterator[tuple[IndexedFile, list[bytes], list[int]]]:
     """(data file, keys, positions) of every row of the Parquet files ``locations``, read on the
     driver through the table's ``FileIO`` (every page's CRC checked), the key columns found by
     their field ids (a renamed column keeps its id)."""
     ids = dict(zip(target.layout.key_field_ids, target.layout.key, strict=True))
     io_ = target.java.io()
-    for location in locations:
+    for indexed in files:
+        location = indexed.path
         with spark_errors(f"read the keys of {target.name}", table):
             stream = io_.newInputFile(location).newStream()
             try:
@@ -268,7 +296,7 @@ def _read_here(
             )
         rows = parquet.read(columns=[by_id[i] for i in ids])
         keys = encode_keys([rows.column(by_id[i]) for i in ids])
-        yield location, keys, list(range(rows.num_rows))
+        yield indexed, keys, list(range(rows.num_rows))
 
 
 def _table_cache(spark: SparkSession) -> JavaObject:
@@ -287,20 +315,22 @@ def _table_cache(spark: SparkSession) -> JavaObject:
 def _tasks(
     jvm: JavaObject,
     target: DeltaTable,
-    files: Collection[str],
+    files: Collection[str] | None,
     table: str,
     optional: Collection[str] = (),
 ) -> JavaObject:
-    """The scan tasks (data file and the deletes that apply to it) of ``files`` at the base
-    snapshot, as a Java list; a file of ``optional`` may be missing there."""
-    wanted = set(files)
+    """The scan tasks (data file and the deletes that apply to it) of ``files`` (None: every
+    data file) at the base snapshot, as a Java list; a file of ``optional`` may be missing
+    there."""
+    every = files is None
+    wanted = set(files or ())
     tasks = jvm.java.util.ArrayList()
     scan = target.java.newScan().useSnapshot(target.base_snapshot)
     planned = scan.planFiles()
     try:
         for task in _iterate(planned):
             location = str(task.file().location())
-            if location in wanted:
+            if every or location in wanted:
                 tasks.add(task)
                 wanted.discard(location)
     finally:

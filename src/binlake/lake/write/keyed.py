@@ -82,7 +82,8 @@ class KeyedWriter:
         target = None
         if reason is None:
             target = self.deltas.open(name, schema.key, table)
-            reason = target.layout.refusal()
+            layout = target.layout
+            reason = layout.refusal() if self.positions else layout.equality_refusal()
         if target is None or reason is not None:
             write = Write(WritePath.MERGE, reason)
             try:
@@ -126,8 +127,7 @@ class KeyedWriter:
         """The row delta with position deletes from the key index (``key_positions``); an
         index found damaged mid-batch is removed and the batch staged again on a rebuilt one."""
         for attempt in (1, 2):
-            location = self.deltas.new_location(target, "data")
-            batch = positions.begin(target, location, table)
+            batch = positions.begin(target, table)
             snapshot = None
             try:
                 staged = self.deltas.stage(

@@ -49,34 +49,28 @@ How, through the Py4J gateway (``jvm``), on the driver:
    it): ``commit`` returns the snapshot and the one it went on top of (``Committed``), and the
    key index takes the snapshot only when that is the base it was staged on.
 
-The API (the lake's file-commit machinery: other writers of data files that must land with a
-position use it too, e.g. a snapshot chunk), three steps so that a caller can put its own crash
-point between storing and committing:
+The API (the lake's file-commit machinery, which a snapshot's chunks use too), three steps so
+that a caller can put its own crash point between storing and committing:
 
-* ``RowDeltaWriter(spark).open(name, key, table) -> DeltaTable``: the table loaded;
-  ``DeltaTable.layout.refusal()`` says why it cannot take files written here (partitioned,
-  encrypted, format v1, a column type not written), None when it can;
+* ``open(name, key, table) -> DeltaTable``: the table loaded; ``layout.refusal()`` says why it
+  cannot take a row delta (encrypted, format v1, a column type not written, a partition
+  transform not computed; ``equality_refusal()``: partitioned too), None when it can;
 * ``stage(delta_table, chunks, table, positions=None) -> StagedDelta``: ``chunks`` of (rows,
-  deleted keys) Arrow tables, columns named as the Iceberg table's, values in
-  ``binlake.typemap``'s Arrow types (cast and checked here, ``delta_files.fit``); a chunk with no
-  deletes passes an empty table for them. A key must not be in two chunks' rows (checked per
-  chunk; a table without a key, ``key=()``, is not checked). ``positions``
-  (``delta_files.PositionLookup``) turns the deleted keys into position deletes, and places the
-  data file where it says. The files are stored, not committed;
-  or ``stage_stored(delta_table, locations, table)``: data files another writer already
-  stored in ``data_folder(delta_table)`` (a snapshot's chunk tasks on the executors write them
-  with ``layout.arrow_schema()`` and ``delta_files.parquet_options``);
-  ``layout.data_file_refusal()`` says why a table cannot take those;
-* ``commit(staged, properties, table) -> snapshot id``: one snapshot adding them, its summary
-  carrying ``properties`` (``binlake.*`` keys only: the position and whatever the caller
-  records), made even with no file. It runs on the driver, on every target (docs/spark.md).
-  A commit that loses to another writer's raises ``CommitConflictError``
-  (``binlake.lake.spark.errors``):
-  the caller's one retry policy (``binlake.retry``; a copy's runner, ``waits_out``)
-  reads the table again and goes on from what it holds;
+  deleted keys) Arrow tables, columns named as the Iceberg table's, values cast and checked
+  (``delta_files.fit``); a key in one chunk's rows only (checked per chunk where there is a
+  key). The rows go to one data file per partition (``delta_files.DataStaging``: each built with
+  its spec and partition values); ``positions`` (``delta_files.PositionLookup``) turns the
+  deleted keys into position-delete files, one per partition of the data files they name.
+  Stored, not committed. Or ``stage_stored(delta_table, locations, table)``: data files a
+  snapshot's chunk tasks stored in ``data_folder(delta_table)`` (``layout.data_file_refusal()``
+  says why a table cannot take those: a partitioned one cannot);
+* ``commit(staged, properties, table) -> Committed``: one snapshot adding them, its summary
+  carrying ``properties`` (``binlake.*`` keys only), made even with no file, on the driver
+  (docs/spark.md). A commit that loses to another writer's raises ``CommitConflictError``: the
+  caller's retry (``binlake.retry``) reads the table again and goes on from what it holds;
 * ``unreferenced(delta_table, prefix, table)`` / ``delete(...)``: files under the data folder
-  whose names start with ``prefix`` that no snapshot of the table's current state references
-  (stored by an attempt never committed), and their deletion through the table's ``FileIO``.
+  named ``prefix...`` that the table's current state does not reference (an attempt never
+  committed), and their deletion through the table's ``FileIO``.
 
 Durability: neither the ``FileIO`` stream nor Iceberg fsyncs; for a local warehouse binlake's
 ``WarehouseSync`` fsyncs the files of every table whose metadata changed (these included) before
@@ -100,19 +94,23 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from binlake.errors import KeyIndexUntrustedError
 from binlake.lake.catalog.summary import checked_properties
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.write.applied_tag import move_tags
 from binlake.lake.write.delta_files import (
+    DataStaging,
     DeltaLayout,
     ParquetStaging,
+    PositionDeletes,
     PositionLookup,
     fit,
     parse_layout,
-    position_delete_schema,
     require_unique_keys,
     write_parquet,
 )
+from binlake.lake.write.partitions import FilePartition
+from binlake.lake.write.stored_files import data_folder, delete_files, unreferenced
 from binlake.storage.durable import raise_os_error
 
 JavaObject = Any
@@ -175,7 +173,7 @@ class StagedDelta:
 
     table: DeltaTable
     data_files: tuple[JavaObject, ...]
-    delete_file: JavaObject | None
+    delete_files: tuple[JavaObject, ...]
     rows: int
     deleted_keys: int
     #: Warehouse locations of the files written (orphans until the commit names them).
@@ -259,20 +257,15 @@ class RowDeltaWriter:
         positions: PositionLookup | None = None,
     ) -> StagedDelta:
         """Store the upserted rows and the deleted keys (``chunks`` of both, each key in one
-        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files: the keys as an
-        equality-delete file, or, with ``positions``, the rows they replace as a position-delete
-        file (the data file stored at ``positions.data_location``)."""
+        chunk only: ``KeyedChanges.delta_chunks``) as the table's new files: the rows as one
+        data file per partition, the keys as an equality-delete file, or, with ``positions``,
+        the rows they replace as position-delete files (one per partition they are in)."""
         layout = target.layout
         folder = self._staging_folder()
         try:
-            data = ParquetStaging(
-                os.path.join(folder, "data.parquet"), layout.arrow_schema(), layout.properties,
-                deletes=False,
-            )  # fmt: skip
-            keys = layout.arrow_schema(layout.key)
+            data = DataStaging(folder, layout, lambda: self.new_location(target, "data"))
             deleted = ParquetStaging(
-                os.path.join(folder, "deletes.parquet"),
-                keys if positions is None else position_delete_schema(),
+                os.path.join(folder, "eq-deletes.parquet"), layout.arrow_schema(layout.key),
                 layout.properties, deletes=True,
             )  # fmt: skip
             for rows, keys in chunks:
@@ -280,15 +273,14 @@ class RowDeltaWriter:
                 gone = fit(keys, layout, table, whole=False) if keys.num_rows else None
                 if fitted is not None:
                     require_unique_keys(fitted.select(list(layout.key)), table)
+                new = data.split(fitted)
                 if positions is not None:
-                    positions.chunk(fitted, gone, data.rows)
+                    positions.chunk(new, gone)
                 elif gone is not None:
                     deleted.write(gone)
-                if fitted is not None:
-                    data.write(fitted)
-            if positions is not None:
-                deleted.write(positions.deletes())
-            return self._store_staged(target, data, deleted, table, positions)
+                data.write(new)
+            by_position = positions.deletes() if positions is not None else []
+            return self._store_staged(target, data, deleted, by_position, folder, table)
         except OSError as exc:
             raise_os_error(exc, folder, "writing row-delta staging files")
         finally:
@@ -303,46 +295,47 @@ class RowDeltaWriter:
     def _store_staged(
         self,
         target: DeltaTable,
-        data: ParquetStaging,
+        data: DataStaging,
         deleted: ParquetStaging,
+        by_position: Sequence[PositionDeletes],
+        folder: str,
         table: str,
-        positions: PositionLookup | None,
     ) -> StagedDelta:
-        data_size, deleted_size = data.close(), deleted.close()
+        deleted_size = deleted.close()
         data_files: list[JavaObject] = []
-        delete_file = None
+        delete_files: list[JavaObject] = []
         locations: list[str] = []
-        referenced = positions.referenced() if positions is not None else ()
         with spark_errors(f"write row-delta files of {target.name}", table):
-            spec = target.java.spec()
-            if data.rows:
-                at = positions.data_location if positions is not None else None
-                location, metrics = self._store(target, data.path, "data", at=at)
+            for file in data.files():
+                size = file.staging.close()
+                location, metrics = self._store(target, file.staging.path, "data", at=file.location)
                 locations.append(location)
-                sorted_ = bool(target.layout.sort) and data.chunks == 1
+                sorted_ = bool(target.layout.sort) and file.staging.chunks == 1
                 data_files.append(
-                    self._data_file(target, spec, location, data_size, metrics, sorted_)
+                    self._data_file(target, file.partition, location, size, metrics, sorted_)
                 )
-            if deleted.rows and positions is not None:
-                location, metrics = self._store(target, deleted.path, "deletes", by_position=True)
+            for i, group in enumerate(by_position):
+                path = os.path.join(folder, f"deletes-{i}.parquet")
+                size = write_parquet(group.rows, path, target.layout.properties, deletes=True)
+                location, metrics = self._store(target, path, "deletes", by_position=True)
                 locations.append(location)
-                delete_file = self._position_delete_file(
-                    spec, location, deleted_size, metrics, referenced
+                delete_files.append(
+                    self._position_delete_file(target, group, location, size, metrics)
                 )
-            elif deleted.rows:
+            if deleted.rows:
                 location, metrics = self._store(target, deleted.path, "eq-deletes")
                 locations.append(location)
-                delete_file = self._delete_file(
-                    spec, location, deleted_size, metrics, target.layout
+                delete_files.append(
+                    self._delete_file(target, location, deleted_size, metrics, target.layout)
                 )
         return StagedDelta(
             target,
             tuple(data_files),
-            delete_file,
-            data.rows,
-            deleted.rows,
+            tuple(delete_files),
+            sum(file.staging.rows for file in data.files()),
+            deleted.rows + sum(group.rows.num_rows for group in by_position),
             tuple(locations),
-            referenced,
+            tuple(sorted({path for group in by_position for path in group.referenced})),
         )
 
     def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
@@ -375,7 +368,7 @@ class RowDeltaWriter:
                     .withMetrics(metrics)
                     .build()
                 )
-        return StagedDelta(target, tuple(files), None, rows, 0, tuple(locations))
+        return StagedDelta(target, tuple(files), (), rows, 0, tuple(locations))
 
     def new_location(self, target: DeltaTable, kind: str) -> str:
         """A new file's location in the table's data folder, as Iceberg would place its own."""
@@ -415,16 +408,19 @@ class RowDeltaWriter:
     def _data_file(
         self,
         target: DeltaTable,
-        spec: JavaObject,
+        partition: FilePartition,
         location: str,
         size: int,
         metrics: JavaObject,
         sorted_: bool,
     ) -> JavaObject:
         c = self._iceberg
+        spec, values = self._partition(target, partition)
+        builder = c.data_files.builder(spec)
+        if values is not None:
+            builder = builder.withPartition(values)
         builder = (
-            c.data_files.builder(spec)
-            .withPath(location)
+            builder.withPath(location)
             .withFileSizeInBytes(size)
             .withFormat(c.parquet)
             .withMetrics(metrics)
@@ -433,10 +429,32 @@ class RowDeltaWriter:
             builder = builder.withSortOrder(target.java.sortOrder())
         return builder.build()
 
+    def _partition(
+        self, target: DeltaTable, partition: FilePartition
+    ) -> tuple[JavaObject, JavaObject | None]:
+        """The Java spec of ``partition`` and its values (a ``StructLike``; None: the spec is
+        unpartitioned), parsed by Iceberg from their single-value JSON."""
+        spec = target.java.specs().get(partition.spec_id)
+        if spec is None:
+            raise KeyIndexUntrustedError(
+                f"table {target.name}: no partition spec {partition.spec_id}",
+                reason="lineage",
+            )
+        if spec.isUnpartitioned():
+            return spec, None
+        parser = self._jvm.org.apache.iceberg.SingleValueParser
+        return spec, parser.fromJson(spec.partitionType(), partition.values)
+
     def _delete_file(
-        self, spec: JavaObject, location: str, size: int, metrics: JavaObject, layout: DeltaLayout
+        self,
+        target: DeltaTable,
+        location: str,
+        size: int,
+        metrics: JavaObject,
+        layout: DeltaLayout,
     ) -> JavaObject:
         c = self._iceberg
+        spec = target.java.spec()  # unpartitioned (``DeltaLayout.equality_refusal``)
         ids = self._gateway.new_array(c.java_int, len(layout.key))
         for i, field_id in enumerate(layout.key_field_ids):
             ids[i] = field_id
@@ -452,16 +470,31 @@ class RowDeltaWriter:
 
     def _position_delete_file(
         self,
+        target: DeltaTable,
+        group: PositionDeletes,
+        location: str,
+        size: int,
+        metrics: JavaObject,
+    ) -> JavaObject:
+        """A position-delete file in the spec and partition of the data files it names."""
+        spec, values = self._partition(target, group.partition)
+        return self._position_delete(spec, values, location, size, metrics, group.referenced)
+
+    def _position_delete(
+        self,
         spec: JavaObject,
+        values: JavaObject | None,
         location: str,
         size: int,
         metrics: JavaObject,
         referenced: Sequence[str],
     ) -> JavaObject:
         c = self._iceberg
+        builder = c.file_metadata.deleteFileBuilder(spec)
+        if values is not None:
+            builder = builder.withPartition(values)
         builder = (
-            c.file_metadata.deleteFileBuilder(spec)
-            .ofPositionDeletes()
+            builder.ofPositionDeletes()
             .withPath(location)
             .withFileSizeInBytes(size)
             .withFormat(c.parquet)
@@ -474,53 +507,15 @@ class RowDeltaWriter:
     # ---- the data folder: files stored by others, orphans ---------------------------------
 
     def data_folder(self, target: DeltaTable, table: str) -> str:
-        """Where other writers store the table's data files (``stage_stored``):
-        ``write.data.path``, else ``<location>/data`` (Iceberg's default)."""
-        configured = target.layout.properties.get("write.data.path")
-        if configured:
-            return configured
-        with spark_errors(f"read the location of {target.name}", table):
-            return f"{str(target.java.location()).rstrip('/')}/data"
+        return data_folder(target, table)
 
     def unreferenced(
         self, target: DeltaTable, prefix: str, table: str, keep: Collection[str] = ()
     ) -> list[str]:
-        """Files in the table's data folder whose names start with ``prefix`` that its current
-        snapshot does not reference (stored by an attempt never committed), listed through
-        Hadoop's ``FileSystem``: any warehouse Iceberg reads. ``keep``: locations the caller
-        committed, or is about to commit: never in the answer; when the folder holds no
-        other, the table's file list (a Spark job) is not read."""
-        folder = self.data_folder(target, table)
-        kept = {_base(location) for location in keep}
-        with spark_errors(f"list the data files of {target.name}", table):
-            listed = [path for path in self._list(folder, prefix) if _base(path) not in kept]
-            if not listed:
-                return []
-            query = f"SELECT file_path FROM {target.name}.files"
-            referenced = {_base(str(row[0])) for row in self.spark.sql(query).collect()}
-        return [path for path in listed if _base(path) not in referenced]
-
-    def _list(self, folder: str, prefix: str) -> list[str]:
-        hadoop = self._jvm.org.apache.hadoop.fs
-        path = hadoop.Path(folder)
-        filesystem = path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
-        if not filesystem.exists(path):
-            return []
-        out = []
-        for status in filesystem.listStatus(path):
-            entry = status.getPath()
-            if status.isFile() and str(entry.getName()).startswith(prefix):
-                out.append(str(entry.toString()))
-        return out
+        return unreferenced(self.spark, target, prefix, table, keep)
 
     def delete(self, target: DeltaTable, locations: Sequence[str], table: str) -> None:
-        """Delete files no snapshot references, through the table's ``FileIO``."""
-        if not locations:
-            return
-        with spark_errors(f"delete orphan files of {target.name}", table):
-            io = target.java.io()
-            for location in locations:
-                io.deleteFile(location)
+        delete_files(target, locations, table)
 
     # ---- warming up ------------------------------------------------------------------------
 
@@ -545,7 +540,7 @@ class RowDeltaWriter:
                 c.file_metadata.deleteFileBuilder(spec).ofEqualityDeletes(ids).withPath(
                     path
                 ).withFileSizeInBytes(size).withFormat(c.parquet).withMetrics(metrics).build()
-                self._position_delete_file(spec, path, size, metrics, [path])
+                self._position_delete(spec, None, path, size, metrics, [path])
 
     # ---- the commit ------------------------------------------------------------------------
 
@@ -559,8 +554,8 @@ class RowDeltaWriter:
             delta = transaction.newRowDelta()
             for data_file in staged.data_files:
                 delta = delta.addRows(data_file)
-            if staged.delete_file is not None:
-                delta = delta.addDeletes(staged.delete_file)
+            for delete_file in staged.delete_files:
+                delta = delta.addDeletes(delete_file)
             for key, value in props.items():
                 delta = delta.set(key, value)
             if target.base_snapshot is not None:
@@ -579,7 +574,3 @@ class RowDeltaWriter:
             # the commit the delta went on top of.
             parent = transaction.table().snapshot(snapshot_id).parentId()
             return Committed(snapshot_id, None if parent is None else int(parent))
-
-
-def _base(location: str) -> str:
-    return location.rstrip("/").rsplit("/", 1)[-1]
