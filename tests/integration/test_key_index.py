@@ -20,7 +20,7 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.errors import CommitConflictError
+from binlake.errors import CommitConflictError, DeletionVectorError
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
 from binlake.lake.spark.lookup import read_lake_schema
@@ -75,6 +75,15 @@ def churn(source: MariaDBSandbox, database: str, step: int) -> None:
         f"INSERT INTO t SELECT seq, 'i{step}', seq FROM seq_{1000 * step}_to_{1000 * step + 9}",
         f"UPDATE t SET id = id + 100000 WHERE id = {2 + step}",
     )
+
+
+def assert_followed_and_verified(config: Path, spark: Any, table: str) -> None:
+    """The next run: the index followed the table's commits (no rebuild), holds its live rows,
+    and source = target."""
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
 
 
 def replicated(
@@ -141,6 +150,24 @@ class StagedBeforeCompaction:
         self.keyed.positions.close()
 
 
+def staged_batch(
+    config: Path, spark: Any, table: str, change: Callable[[KeyedChanges], None]
+) -> tuple[KeyedWriter, Any, Any, Any]:
+    """A batch of ``change`` staged on the table's state, its index transaction open: the
+    writer, the table loaded, the index's batch and the staged files."""
+    name = lake_name(config, table)
+    schema = read_lake_schema(spark, name, TableName.parse(table))
+    folder = load_config(config).state.keyindex_dir
+    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
+    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
+    change(changes)
+    target = keyed.deltas.open(name, schema.key, table)
+    assert keyed.positions is not None
+    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
+    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    return keyed, target, batch, staged
+
+
 def staged_before_compaction(
     tmp_path: Path,
     source: MariaDBSandbox,
@@ -153,16 +180,7 @@ def staged_before_compaction(
     config = with_maintenance(replicated(tmp_path, source, spark, database), COMPACT_ONLY)
     churn(source, database, 1)
     replicate_in_process(config, spark)
-    name = lake_name(config, table)
-    schema = read_lake_schema(spark, name, TableName.parse(table))
-    folder = load_config(config).state.keyindex_dir
-    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
-    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
-    change(changes)
-    target = keyed.deltas.open(name, schema.key, table)
-    assert keyed.positions is not None
-    batch = keyed.positions.begin(target, keyed.deltas.new_location(target, "data"), table)
-    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    keyed, target, batch, staged = staged_batch(config, spark, table, change)
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
     (keyed_table,) = maintainer.tables()
     report = maintainer.maintain(keyed_table)
@@ -218,10 +236,7 @@ def test_a_delta_put_on_top_of_a_compaction_leaves_the_index_for_the_next_batch_
     it.end()
     run_sql(source, database, "INSERT INTO t VALUES (7000, 'source', 2)")
     churn(source, database, 2)
-    run = replicate_in_process(config, spark)
-    assert "key index" not in run.output, run.output
-    assert_index_matches_the_table(spark, config, table)
-    assert_verify_passes(config, spark)
+    assert_followed_and_verified(config, spark, table)
 
 
 def test_deletes_pruned_after_a_batch_followed_the_compaction_are_caught_up_not_rebuilt(
@@ -275,3 +290,107 @@ def test_maintain_converts_an_equality_delete_table_and_position_batches_follow(
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
+
+
+# ---- format v3: deletion vectors -----------------------------------------------------------
+
+
+def to_format_3(spark: Any, config: Path, table: str) -> str:
+    """The table turned to format v3 by another writer (``ALTER TABLE``); its Spark name."""
+    name = lake_name(config, table)
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('format-version' = '3')")
+    return name
+
+
+def assert_one_vector_per_data_file(spark: Any, name: str) -> None:
+    """Every live DV names a live data file no other DV names (the spec's rule)."""
+    spark.sql(f"REFRESH TABLE {name}")
+    rows = spark.sql(
+        f"SELECT referenced_data_file FROM {name}.delete_files WHERE file_format = 'PUFFIN'"
+    ).collect()
+    named = [str(r[0]) for r in rows]
+    assert named and len(named) == len(set(named)), named
+    live = {str(r[0]) for r in spark.sql(f"SELECT file_path FROM {name}.data_files").collect()}
+    assert set(named) <= live
+
+
+def test_a_table_turned_to_format_3_gets_deletion_vectors_merged_with_every_older_delete(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """Position-delete files of format v2, then the table turned to v3 between batches: the next
+    batch adds DVs only (no position-delete file), each holding the older deletes of its data
+    file too; a later batch merges its deletes into the DVs binlake wrote (the old ones removed
+    in the same commit), and one after a Spark ``DELETE`` (Spark's own DV) merges into that:
+    the index follows every commit (never rebuilt), one DV per data file, source = target."""
+    database = "ki_dv"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    churn(source, database, 1)
+    replicate_in_process(config, spark)
+    assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    name = to_format_3(spark, config, table)
+    for step, merged in ((2, "removed-position-delete-files"), (3, "removed-dvs"), (4, "")):
+        if step == 4:  # Spark's own DV, then the same delete at the source
+            spark.sql(f"DELETE FROM {name} WHERE id = 151")
+            run_sql(source, database, "DELETE FROM t WHERE id = 151")
+            merged = "removed-dvs"
+        churn(source, database, step)
+        run = replicate_in_process(config, spark)
+        assert "key index" not in run.output, run.output
+        newest = current_lineage(spark, name)[0].summary
+        assert newest[WRITE] == "row-delta"
+        assert int(newest["added-dvs"]) > 0 and "added-position-delete-files" not in newest
+        assert int(newest.get(merged, 0)) > 0, newest  # the older deletes, merged and replaced
+        assert_one_vector_per_data_file(spark, name)
+        assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+
+
+def test_a_dv_another_writer_adds_meanwhile_fails_the_commit_and_a_damaged_dv_stops_the_batch(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A batch staged on a v3 table, then a Spark ``DELETE`` adds a DV to the data file the
+    batch deletes from: the commit fails as a conflict ("Found concurrently added DV"), which
+    the applier's retry plans again; the next batches lose nothing. Then a DV binlake must merge
+    with is damaged (a byte of its blob flipped), then missing: the batch stops with a typed
+    error naming the file, and nothing is committed."""
+    database = "ki_dv_race"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    name = to_format_3(spark, config, table)
+    keyed, _, batch, staged = staged_batch(
+        config, spark, table, lambda c: c.update((4, "a", 4), (4, "changed", 40))
+    )
+    assert staged.delete_files and not staged.removed_deletes
+    spark.sql(f"DELETE FROM {name} WHERE id = 7")  # the copy's data file, as row 4
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    assert keyed.positions is not None
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
+    run_sql(source, database, "DELETE FROM t WHERE id = 7")
+    churn(source, database, 1)
+    assert_followed_and_verified(config, spark, table)
+    before = current_snapshot(spark, config, table)
+    (puffin,) = {
+        str(r[0]).removeprefix("file:")
+        for r in spark.sql(f"SELECT file_path FROM {name}.delete_files").collect()
+        if str(r[0]).endswith(".puffin") and "binlake-" in str(r[0])
+    }
+    data = bytearray(Path(puffin).read_bytes())
+    data[20] ^= 0x01  # inside the first blob
+    Path(puffin).write_bytes(bytes(data))
+    # Hadoop's local checksum file would catch it first (object stores keep none): ours does.
+    Path(puffin).with_name(f".{Path(puffin).name}.crc").unlink()
+    run_sql(source, database, "UPDATE t SET v = 'again' WHERE id < 200")
+    with pytest.raises(DeletionVectorError) as damaged:
+        replicate_in_process(config, spark)
+    assert damaged.value.file is not None and puffin in damaged.value.file
+    assert "CRC" in str(damaged.value.check) and "restore" in damaged.value.hint
+    Path(puffin).unlink()
+    with pytest.raises(DeletionVectorError) as missing:
+        replicate_in_process(config, spark)
+    assert missing.value.check == "missing", missing.value.check
+    assert current_snapshot(spark, config, table) == before

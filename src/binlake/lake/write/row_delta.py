@@ -113,6 +113,7 @@ from binlake.lake.write.delta_files import (
     require_unique_keys,
     write_parquet,
 )
+from binlake.lake.write.vector_files import StagedVectors, VectorWriter
 from binlake.storage.durable import raise_os_error
 
 JavaObject = Any
@@ -175,13 +176,16 @@ class StagedDelta:
 
     table: DeltaTable
     data_files: tuple[JavaObject, ...]
-    delete_file: JavaObject | None
+    #: The delete file (v2, or equality deletes), or the batch's DVs (v3: one per data file).
+    delete_files: tuple[JavaObject, ...]
     rows: int
     deleted_keys: int
     #: Warehouse locations of the files written (orphans until the commit names them).
     locations: tuple[str, ...]
     #: The data files the position deletes name (the commit checks they are still live).
     referenced: tuple[str, ...] = ()
+    #: The delete files the batch's DVs replace (their data files' older DVs, v2 files).
+    removed_deletes: tuple[JavaObject, ...] = ()
 
 
 class RowDeltaWriter:
@@ -195,6 +199,7 @@ class RowDeltaWriter:
         self._jvm = jvm
         self._gateway = gateway
         self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+        self._vectors = VectorWriter(jvm)
         #: The session's Hadoop configuration, parsed once (footers are read with it).
         self._hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         #: Java classes, looked up once (each ``jvm.a.b.C`` is a round trip per name part).
@@ -270,6 +275,7 @@ class RowDeltaWriter:
                 deletes=False,
             )  # fmt: skip
             keys = layout.arrow_schema(layout.key)
+            vectors = positions is not None and layout.format_version >= 3
             deleted = ParquetStaging(
                 os.path.join(folder, "deletes.parquet"),
                 keys if positions is None else position_delete_schema(),
@@ -286,6 +292,10 @@ class RowDeltaWriter:
                     deleted.write(gone)
                 if fitted is not None:
                     data.write(fitted)
+            if vectors:  # format v3: deletion vectors, no position-delete file
+                assert positions is not None
+                dvs = self._vectors.stage(target, positions.deletes(), table)
+                return self._store_staged(target, data, deleted, table, positions, dvs)
             if positions is not None:
                 deleted.write(positions.deletes())
             return self._store_staged(target, data, deleted, table, positions)
@@ -307,11 +317,12 @@ class RowDeltaWriter:
         deleted: ParquetStaging,
         table: str,
         positions: PositionLookup | None,
+        vectors: StagedVectors | None = None,
     ) -> StagedDelta:
         data_size, deleted_size = data.close(), deleted.close()
         data_files: list[JavaObject] = []
-        delete_file = None
-        locations: list[str] = []
+        delete_files: tuple[JavaObject, ...] = vectors.delete_files if vectors else ()
+        locations: list[str] = [vectors.location] if vectors else []
         referenced = positions.referenced() if positions is not None else ()
         with spark_errors(f"write row-delta files of {target.name}", table):
             spec = target.java.spec()
@@ -326,23 +337,24 @@ class RowDeltaWriter:
             if deleted.rows and positions is not None:
                 location, metrics = self._store(target, deleted.path, "deletes", by_position=True)
                 locations.append(location)
-                delete_file = self._position_delete_file(
-                    spec, location, deleted_size, metrics, referenced
+                delete_files = (
+                    self._position_delete_file(spec, location, deleted_size, metrics, referenced),
                 )
             elif deleted.rows:
                 location, metrics = self._store(target, deleted.path, "eq-deletes")
                 locations.append(location)
-                delete_file = self._delete_file(
-                    spec, location, deleted_size, metrics, target.layout
+                delete_files = (
+                    self._delete_file(spec, location, deleted_size, metrics, target.layout),
                 )
         return StagedDelta(
             target,
             tuple(data_files),
-            delete_file,
+            delete_files,
             data.rows,
-            deleted.rows,
+            vectors.rows if vectors else deleted.rows,
             tuple(locations),
             referenced,
+            vectors.removed if vectors else (),
         )
 
     def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
@@ -375,7 +387,7 @@ class RowDeltaWriter:
                     .withMetrics(metrics)
                     .build()
                 )
-        return StagedDelta(target, tuple(files), None, rows, 0, tuple(locations))
+        return StagedDelta(target, tuple(files), (), rows, 0, tuple(locations))
 
     def new_location(self, target: DeltaTable, kind: str) -> str:
         """A new file's location in the table's data folder, as Iceberg would place its own."""
@@ -559,8 +571,10 @@ class RowDeltaWriter:
             delta = transaction.newRowDelta()
             for data_file in staged.data_files:
                 delta = delta.addRows(data_file)
-            if staged.delete_file is not None:
-                delta = delta.addDeletes(staged.delete_file)
+            for delete_file in staged.delete_files:
+                delta = delta.addDeletes(delete_file)
+            for replaced in staged.removed_deletes:  # DVs merged into the batch's
+                delta = delta.removeDeletes(replaced)
             for key, value in props.items():
                 delta = delta.set(key, value)
             if target.base_snapshot is not None:
