@@ -314,14 +314,18 @@ def assert_one_vector_per_data_file(spark: Any, name: str) -> None:
     assert set(named) <= live
 
 
-def test_a_table_turned_to_format_3_gets_deletion_vectors_merged_with_every_older_delete(
+def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_loses_no_race(
     tmp_path: Path, source: MariaDBSandbox, spark: Any
 ) -> None:
-    """Position-delete files of format v2, then the table turned to v3 between batches: the next
-    batch adds DVs only (no position-delete file), each holding the older deletes of its data
-    file too; a later batch merges its deletes into the DVs binlake wrote (the old ones removed
-    in the same commit; Spark's DVs: the next test): the index follows every commit (never
-    rebuilt), one DV per data file, source = target."""
+    """Position-delete files of format v2, then the table turned to v3 between batches. A batch
+    staged then, and a Spark ``DELETE`` that adds a DV to the data file it deletes from: its
+    commit fails as a conflict ("Found concurrently added DV") for the applier's retry to plan
+    again. The next batches add DVs only (no position-delete file), each the union of the
+    batch's deletes and its data file's older ones (v2 files, Spark's DV, binlake's own DVs),
+    which the same commit removes: the index follows every commit (never rebuilt), one DV per
+    data file, source = target. Then a DV binlake must merge with is damaged (a byte of its
+    blob flipped), then missing: the batch stops with a typed error naming the file, and
+    nothing is committed."""
     database = "ki_dv"
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
@@ -329,6 +333,18 @@ def test_a_table_turned_to_format_3_gets_deletion_vectors_merged_with_every_olde
     replicate_in_process(config, spark)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     name = to_format_3(spark, config, table)
+    keyed, _, batch, staged = staged_batch(  # row 6 moved to batch 1's data file, as row 11
+        config, spark, table, lambda c: c.update((6, "u1", 7), (6, "changed", 70))
+    )
+    assert staged.delete_files and not staged.removed_deletes
+    spark.sql(f"DELETE FROM {name} WHERE id = 11")
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    assert keyed.positions is not None
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
+    run_sql(source, database, "DELETE FROM t WHERE id = 11")
     for step, merged in ((2, "removed-position-delete-files"), (3, "removed-dvs")):
         churn(source, database, step)
         run = replicate_in_process(config, spark)
@@ -341,49 +357,24 @@ def test_a_table_turned_to_format_3_gets_deletion_vectors_merged_with_every_olde
         assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
     assert_history_is_exactly_once(config, spark)
+    assert_a_damaged_or_missing_dv_stops_the_batch(source, spark, config, name)
 
 
-def test_a_dv_another_writer_adds_meanwhile_fails_the_commit_and_a_damaged_dv_stops_the_batch(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+def assert_a_damaged_or_missing_dv_stops_the_batch(
+    source: MariaDBSandbox, spark: Any, config: Path, name: str
 ) -> None:
-    """A batch staged on a v3 table, then a Spark ``DELETE`` adds a DV to the data file the
-    batch deletes from: the commit fails as a conflict ("Found concurrently added DV"), which
-    the applier's retry plans again; the next batch merges Spark's DV, its index caught up over
-    Spark's commit, and loses nothing. Then a DV binlake must merge with is damaged (a byte of
-    its blob flipped), then missing: the batch stops with a typed error naming the file, and
-    nothing is committed."""
-    database = "ki_dv_race"
-    table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
-    name = to_format_3(spark, config, table)
-    keyed, _, batch, staged = staged_batch(
-        config, spark, table, lambda c: c.update((4, "a", 4), (4, "changed", 40))
-    )
-    assert staged.delete_files and not staged.removed_deletes
-    spark.sql(f"DELETE FROM {name} WHERE id = 7")  # the copy's data file, as row 4
-    with pytest.raises(CommitConflictError) as conflict:
-        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
-    assert keyed.positions is not None
-    keyed.positions.end(batch, None)
-    keyed.positions.close()
-    assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
-    run_sql(source, database, "DELETE FROM t WHERE id = 7")
-    churn(source, database, 1)
-    assert_followed_and_verified(config, spark, table)
-    assert int(current_lineage(spark, name)[0].summary["removed-dvs"]) == 1  # Spark's, merged
-    assert_one_vector_per_data_file(spark, name)
-    before = current_snapshot(spark, config, table)
-    (puffin,) = {
+    before = current_lineage(spark, name)[0].snapshot_id
+    puffin = next(
         str(r[0]).removeprefix("file:")
         for r in spark.sql(f"SELECT file_path FROM {name}.delete_files").collect()
-        if str(r[0]).endswith(".puffin") and "binlake-" in str(r[0])
-    }
+        if "binlake-" in str(r[0]) and str(r[0]).endswith("-dv.puffin")
+    )
     data = bytearray(Path(puffin).read_bytes())
     data[20] ^= 0x01  # inside the first blob
     Path(puffin).write_bytes(bytes(data))
     # Hadoop's local checksum file would catch it first (object stores keep none): ours does.
     Path(puffin).with_name(f".{Path(puffin).name}.crc").unlink()
-    run_sql(source, database, "UPDATE t SET v = 'again' WHERE id < 200")
+    run_sql(source, "ki_dv", "UPDATE t SET v = 'again' WHERE id < 2000000")
     with pytest.raises(DeletionVectorError) as damaged:
         replicate_in_process(config, spark)
     assert damaged.value.file is not None and puffin in damaged.value.file
@@ -392,4 +383,4 @@ def test_a_dv_another_writer_adds_meanwhile_fails_the_commit_and_a_damaged_dv_st
     with pytest.raises(DeletionVectorError) as missing:
         replicate_in_process(config, spark)
     assert missing.value.check == "missing", missing.value.check
-    assert current_snapshot(spark, config, table) == before
+    assert current_lineage(spark, name)[0].snapshot_id == before

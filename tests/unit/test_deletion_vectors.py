@@ -57,8 +57,10 @@ def test_a_vector_is_the_bytes_the_spec_lays_out() -> None:
         list(range(10, 90_000)),  # runs
         [(1 << 32) - 1, 1 << 32, (5 << 32) + 7, (0x7FFFFFFE << 32) + 9],  # 64-bit positions
         random.Random(36).sample(range(1 << 34), 20_000),
+        # five containers (an offset header even with runs): runs, an array, a bitmap, a run
+        [*range(131_072), *range(131_072, 132_072, 10), *range(196_608, 216_608, 2), 300_000],
     ],
-    ids=["empty", "zero", "bitmaps", "runs", "wide", "random"],
+    ids=["empty", "zero", "bitmaps", "runs", "wide", "random", "mixed"],
 )
 def test_a_vector_round_trips(positions: list[int]) -> None:
     blob = encode_vector(Positions(positions))
