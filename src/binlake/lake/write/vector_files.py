@@ -109,7 +109,10 @@ class VectorWriter:
             return out
         java = target.java
         io_, specs = java.io(), java.specs()
-        for manifest in java_items(java.snapshot(target.base_snapshot).deleteManifests(io_)):
+        base = java.snapshot(target.base_snapshot)
+        if str(base.summary().get("total-delete-files")) == "0":  # none to read
+            return out
+        for manifest in java_items(base.deleteManifests(io_)):
             if not (manifest.hasAddedFiles() or manifest.hasExistingFiles()):
                 continue
             reader = self._manifests.readDeleteManifest(manifest, io_, specs)
