@@ -324,10 +324,13 @@ def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_
     database = "ki_dv"
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
-    churn(source, database, 1)
-    replicate_in_process(config, spark)
+    for step in (1, 2):  # v2 files of one data file, then of two (not file-scoped)
+        churn(source, database, step)
+        replicate_in_process(config, spark)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     name = to_format_3(spark, config, table)
+    shared = f"SELECT * FROM {name}.delete_files WHERE referenced_data_file IS NULL"
+    assert spark.sql(shared).count() >= 1, "a v2 file naming two data files, merged below"
     keyed, _, batch, staged = staged_batch(  # row 6 moved to batch 1's data file, as row 11
         config, spark, table, lambda c: c.update((6, "u1", 7), (6, "changed", 70))
     )
@@ -340,7 +343,7 @@ def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_
     keyed.positions.close()
     assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
     run_sql(source, database, "DELETE FROM t WHERE id = 11")
-    for step, merged in ((2, "removed-position-delete-files"), (3, "removed-dvs")):
+    for step, merged in ((3, "removed-position-delete-files"), (4, "removed-dvs")):
         churn(source, database, step)
         run = replicate_in_process(config, spark)
         assert "key index" not in run.output, run.output

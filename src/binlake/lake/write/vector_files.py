@@ -10,9 +10,9 @@ already deletes in that file at the base snapshot B:
    (``Snapshot.deleteManifests``, ``ManifestFiles.readDeleteManifest``: live entries): each
    touched file's DV, and the position-delete files of format v2 that may name it (a table
    upgraded to v3 keeps them; the spec wants a new DV to hold their deletes too, as readers then
-   ignore them). The cost is one read of B's delete manifests (one manifest entry per delete
-   file of the table, no data file's entry, no data), and of the touched files' old deletes;
-   not of the table's rows.
+   ignore them; one whose ``file_path`` bounds exclude every touched file is not read). The cost
+   is one read of B's delete manifests (one manifest entry per delete file of the table, no data
+   file's entry, no data), and of the touched files' old deletes; not of the table's rows.
 2. ``merged``: the old DVs read through the table's ``FileIO`` (the blob alone, at its offset),
    each CRC-checked (``deletion_vectors.decode_vector``), its cardinality checked against its
    manifest entry; the v2 files read whole (every Parquet page's CRC checked), their rows of the
@@ -47,6 +47,7 @@ from binlake.errors import DeletionVectorError
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import java_items
 from binlake.lake.write.deletion_vectors import Positions, decode_vector, puffin_file
+from binlake.lake.write.delta_files import FILE_PATH_FIELD_ID
 
 JavaObject = Any
 _NOT_FOUND = ("NotFoundException", "FileNotFoundException", "NoSuchFileException")
@@ -89,6 +90,8 @@ class VectorWriter:
         self._manifests = iceberg.ManifestFiles
         self._file_metadata = iceberg.FileMetadata
         self._puffin = iceberg.FileFormat.PUFFIN
+        self._conversions = iceberg.types.Conversions
+        self._string = iceberg.types.Types.StringType.get()
 
     def stage(self, target: Any, deletes: pa.Table, table: str) -> StagedVectors | None:
         """Store the DVs of the position deletes ``deletes`` (``file_path``, ``pos``) merged with
@@ -132,8 +135,25 @@ class VectorWriter:
                 out.vectors[str(referenced)] = delete_file
             else:
                 out.scoped.setdefault(str(referenced), []).append(delete_file)
-        elif str(delete_file.content().toString()) == "POSITION_DELETES":
+        elif str(delete_file.content().toString()) == "POSITION_DELETES" and self._may_name(
+            delete_file, data_files
+        ):
             out.shared.append(delete_file)
+
+    def _may_name(self, delete_file: JavaObject, data_files: Collection[str]) -> bool:
+        """Whether a v2 position-delete file's ``file_path`` bounds (whole for position deletes;
+        a truncated lower bound is below every value, a truncated upper one above) may hold one
+        of ``data_files``: a file that cannot is not read. ASCII only (orders agree there)."""
+        lower, upper = delete_file.lowerBounds(), delete_file.upperBounds()
+        low = None if lower is None else lower.get(FILE_PATH_FIELD_ID)
+        high = None if upper is None else upper.get(FILE_PATH_FIELD_ID)
+        if low is None or high is None:
+            return True
+        first = str(self._conversions.fromByteBuffer(self._string, low))
+        last = str(self._conversions.fromByteBuffer(self._string, high))
+        if not all(text.isascii() for text in (first, last, *data_files)):
+            return True
+        return any(first <= path <= last for path in data_files)
 
     def merged(
         self, target: Any, previous: Previous, data_files: Collection[str], table: str
