@@ -3,10 +3,10 @@
 A batch's net change to a keyed table (``KeyedChanges.delta``) becomes two Parquet files
 (``binlake.lake.write.delta_files``: the upserted rows, and the rows they replace) and one
 Iceberg ``RowDelta`` commit adding them, whose snapshot summary carries the batch's
-``binlake.*`` properties: the data and the position are still one atomic commit. The rows the
-batch replaces are named by position (a position-delete file: data file and row number, from
-the key index: ``positions``, ``binlake.lake.write.key_positions``) or by key (an equality-delete
-file: ``[applier] deletes = "equality"``).
+``binlake.*`` properties: data and position in one atomic commit. The rows the batch replaces
+are named by position (data file, row number, from the key index: ``positions``, ``key_positions``;
+a position-delete file, or on format v3 deletion vectors: ``vector_files``) or by key (an
+equality-delete file: ``[applier] deletes = "equality"``).
 
 Why it is exact. By position: the index holds the one live row of each key at the base snapshot
 B, the batch deletes exactly those of the keys it changes, and its own rows are in a file no
