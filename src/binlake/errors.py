@@ -402,6 +402,11 @@ class TargetError(BinlakeError):
     check: str | None = None
 
 
+#: A DV (Puffin ``file``) a batch must merge with is missing or damaged; ``check`` says how.
+class DeletionVectorError(TargetError):
+    default_hint = "restore the file from a backup, or roll the table back to before it was added"
+
+
 class CatalogError(BinlakeError):
     """The Iceberg catalog refused or failed a request. ``catalog`` is the Spark catalog name,
     ``uri`` its address (any password in it masked)."""

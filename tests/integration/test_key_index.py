@@ -1,11 +1,12 @@
 """The key index end to end (real MariaDB, Spark, Iceberg): by default a batch that updates or
-deletes a key already in the table deletes its row by position (a position-delete file, the
-positions from the key index in the state folder); the index names the table's snapshot and
-holds exactly its live rows after every batch, after another writer's compaction (caught up
-from the table's commits), and after it was damaged, removed or replaced by another table's
-(rebuilt, reported, counted); ``binlake maintain`` turns an equality-delete table into one no
-equality delete reaches; a commit whose position deletes name a data file a compaction removed
-meanwhile fails as a conflict. Every scenario ends with `binlake verify`."""
+deletes a key already in the table deletes its row by position (a position-delete file, or on a
+table turned to format v3 deletion vectors; the positions from the key index in the state
+folder); the index names the table's snapshot and holds exactly its live rows after every
+batch, after another writer's compaction (caught up from the table's commits), and after it was
+damaged, removed or replaced by another table's (rebuilt, reported, counted); ``binlake
+maintain`` turns an equality-delete table into one no equality delete reaches; a commit whose
+position deletes name a data file a compaction removed meanwhile, or whose DV loses to another
+writer's, fails as a conflict. Every scenario ends with `binlake verify`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from binlake.binlog.names import TableName
 from binlake.config import load_config
 from binlake.console import Console
-from binlake.errors import CommitConflictError
+from binlake.errors import CommitConflictError, DeletionVectorError
 from binlake.keyindex.open_set import OpenIndexes
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
@@ -142,6 +143,24 @@ class StagedBeforeCompaction:
         self.keyed.positions.close()
 
 
+def staged_batch(
+    config: Path, spark: Any, table: str, change: Callable[[KeyedChanges], None]
+) -> tuple[KeyedWriter, Any, Any, Any]:
+    """A batch of ``change`` staged on the table's state, its index transaction open: the
+    writer, the table loaded, the index's batch and the staged files."""
+    name = lake_name(config, table)
+    schema = read_lake_schema(spark, name, TableName.parse(table))
+    folder = load_config(config).state.keyindex_dir
+    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
+    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
+    change(changes)
+    target = keyed.deltas.open(name, schema.key, table)
+    assert keyed.positions is not None
+    batch = keyed.positions.begin(target, table)
+    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    return keyed, target, batch, staged
+
+
 def staged_before_compaction(
     tmp_path: Path,
     source: MariaDBSandbox,
@@ -154,16 +173,7 @@ def staged_before_compaction(
     config = with_maintenance(replicated(tmp_path, source, spark, database), COMPACT_ONLY)
     churn(source, database, 1)
     replicate_in_process(config, spark)
-    name = lake_name(config, table)
-    schema = read_lake_schema(spark, name, TableName.parse(table))
-    folder = load_config(config).state.keyindex_dir
-    keyed = KeyedWriter(spark, KeyPositions(spark, folder, print))
-    changes = KeyedChanges(table, ["id", "v", "n"], schema.key, lake_exact=True)
-    change(changes)
-    target = keyed.deltas.open(name, schema.key, table)
-    assert keyed.positions is not None
-    batch = keyed.positions.begin(target, table)
-    staged = keyed.deltas.stage(target, changes.delta_chunks(schema.columns), table, batch)
+    keyed, target, batch, staged = staged_batch(config, spark, table, change)
     maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))
     (keyed_table,) = maintainer.tables()
     report = maintainer.maintain(keyed_table)
@@ -323,3 +333,101 @@ def test_maintain_converts_an_equality_delete_table_and_position_batches_follow(
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
+
+
+# ---- format v3: deletion vectors -----------------------------------------------------------
+
+
+def to_format_3(spark: Any, config: Path, table: str) -> str:
+    """The table turned to format v3 by another writer (``ALTER TABLE``); its Spark name."""
+    name = lake_name(config, table)
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('format-version' = '3')")
+    return name
+
+
+def assert_one_vector_per_data_file(spark: Any, name: str) -> None:
+    """Every live DV names a live data file no other DV names (the spec's rule)."""
+    spark.sql(f"REFRESH TABLE {name}")
+    rows = spark.sql(
+        f"SELECT referenced_data_file FROM {name}.delete_files WHERE file_format = 'PUFFIN'"
+    ).collect()
+    named = [str(r[0]) for r in rows]
+    assert named and len(named) == len(set(named)), named
+    live = {str(r[0]) for r in spark.sql(f"SELECT file_path FROM {name}.data_files").collect()}
+    assert set(named) <= live
+
+
+def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_loses_no_race(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """Position-delete files of format v2, then the table turned to v3 between batches. A batch
+    staged then, and a Spark ``DELETE`` that adds a DV to the data file it deletes from: its
+    commit fails as a conflict ("Found concurrently added DV") for the applier's retry to plan
+    again. The next batches add DVs only (no position-delete file), each the union of the
+    batch's deletes and its data file's older ones (v2 files, Spark's DV, binlake's own DVs),
+    which the same commit removes: the index follows every commit (never rebuilt), one DV per
+    data file, source = target. Then a DV binlake must merge with is damaged (a byte of its
+    blob flipped), then missing: the batch stops with a typed error naming the file, and
+    nothing is committed."""
+    database = "ki_dv"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    for step in (1, 2):  # v2 files of one data file, then of two (not file-scoped)
+        churn(source, database, step)
+        replicate_in_process(config, spark)
+    assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
+    name = to_format_3(spark, config, table)
+    shared = f"SELECT * FROM {name}.delete_files WHERE referenced_data_file IS NULL"
+    assert spark.sql(shared).count() >= 1, "a v2 file naming two data files, merged below"
+    keyed, _, batch, staged = staged_batch(  # row 6 moved to batch 1's data file, as row 11
+        config, spark, table, lambda c: c.update((6, "u1", 7), (6, "changed", 70))
+    )
+    assert staged.delete_files and not staged.removed_deletes
+    spark.sql(f"DELETE FROM {name} WHERE id = 11")
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    assert keyed.positions is not None
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
+    run_sql(source, database, "DELETE FROM t WHERE id = 11")
+    for step, merged in ((3, "removed-position-delete-files"), (4, "removed-dvs")):
+        churn(source, database, step)
+        run = replicate_in_process(config, spark)
+        assert "key index" not in run.output, run.output
+        newest = current_lineage(spark, name)[0].summary
+        assert newest[WRITE] == "row-delta"
+        assert int(newest["added-dvs"]) > 0 and "added-position-delete-files" not in newest
+        assert int(newest.get(merged, 0)) > 0, newest  # the older deletes, merged and replaced
+        assert_one_vector_per_data_file(spark, name)
+        assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)
+    assert_a_damaged_or_missing_dv_stops_the_batch(source, spark, config, database)
+
+
+def assert_a_damaged_or_missing_dv_stops_the_batch(
+    source: MariaDBSandbox, spark: Any, config: Path, database: str
+) -> None:
+    name = lake_name(config, f"{database}.t")
+    before = current_lineage(spark, name)[0].snapshot_id
+    puffin = next(
+        str(r[0]).removeprefix("file:")
+        for r in spark.sql(f"SELECT file_path FROM {name}.delete_files").collect()
+        if "binlake-" in str(r[0]) and str(r[0]).endswith("-dv.puffin")
+    )
+    data = bytearray(Path(puffin).read_bytes())
+    data[20] ^= 0x01  # inside the first blob
+    Path(puffin).write_bytes(bytes(data))
+    # Hadoop's local checksum file would catch it first (object stores keep none): ours does.
+    Path(puffin).with_name(f".{Path(puffin).name}.crc").unlink()
+    run_sql(source, database, "UPDATE t SET v = 'again' WHERE id < 2000000")
+    with pytest.raises(DeletionVectorError) as damaged:
+        replicate_in_process(config, spark)
+    assert damaged.value.file is not None and puffin in damaged.value.file
+    assert "CRC" in str(damaged.value.check) and "restore" in damaged.value.hint
+    Path(puffin).unlink()
+    with pytest.raises(DeletionVectorError) as missing:
+        replicate_in_process(config, spark)
+    assert missing.value.check == "missing", missing.value.check
+    assert current_lineage(spark, name)[0].snapshot_id == before

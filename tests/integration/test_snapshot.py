@@ -189,6 +189,9 @@ FRESH_ROWS = (
     "'2031-05-06 07:08:09.123456' + INTERVAL seq SECOND, 18446744073709551615 - seq "
     "FROM seq_1000001_to_1000300"
 )
+#: ``pair`` after it was turned to format v3: deletion vectors, merged with the v2 position
+#: deletes of the data files they delete from (rows updated before, rows of the copy).
+FORMAT_3_CHANGES = ("UPDATE pair SET w = w * 2 WHERE a IN (3, 5)", "DELETE FROM pair WHERE a = 6")
 #: One transaction under ``binlog_row_image = MINIMAL``: images without every column, which
 #: binlake commits by MERGE, whose deletes are position deletes (in the compacted file and in
 #: the fresh rows' file).
@@ -220,7 +223,8 @@ def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> Re
     """Both keyed tables take updates and deletes (row deltas' position deletes); `binlake
     maintain` compacts ``big`` (its compaction and pruning: no delete file left), fresh rows add
     a data file of binlake's own, then updates and deletes under MINIMAL row images give
-    ``big`` MERGE's position deletes. ``pair`` keeps its row deltas' position deletes."""
+    ``big`` MERGE's position deletes (format v2). ``pair`` is turned to format v3 after its
+    first row delta: its next one writes deletion vectors holding the older deletes too."""
     database, config = live_copy.database, live_copy.config
     run_transaction(source, database, *FULL_IMAGE_CHANGES)
     replicate_in_process(config, spark)
@@ -229,7 +233,9 @@ def read_world(live_copy: LiveCopy, source: MariaDBSandbox, spark: object) -> Re
     console = Console(io.StringIO(), live=False)
     maintainer = Maintainer(load_config(maintain), spark, console)  # type: ignore[arg-type]
     maintainer.maintain(TableName(database, "big"), orphans_due=False)
-    run_transaction(source, database, FRESH_ROWS)
+    pair = WarehouseTable(lake_warehouse(spark), "lake", database, "pair").spark_name
+    spark.sql(f"ALTER TABLE {pair} SET TBLPROPERTIES ('format-version' = '3')")  # type: ignore[attr-defined]
+    run_transaction(source, database, FRESH_ROWS, *FORMAT_3_CHANGES)
     replicate_in_process(config, spark)
     minimal = "SET SESSION binlog_row_image = 'MINIMAL'"
     run_transaction(source, database, minimal, *MINIMAL_IMAGE_CHANGES)
@@ -263,11 +269,14 @@ def test_a_replicated_table_deletes_by_position_so_every_reader_reads_it_as_the_
     read_world: ReadWorld, spark: object, reader: str
 ) -> None:
     """Updates and deletes replicated by row deltas (``[applier] deletes = "position"``, the
-    default) leave position delete files and no equality delete: Spark, DuckDB and PyIceberg
+    default) leave position deletes and no equality delete; on this format-v3 table, deletion
+    vectors merged with the v2 position-delete files before them: Spark, DuckDB and PyIceberg
     (which refuses equality deletes) read the source's rows."""
     table = read_world.pair
     deletes = delete_files(spark, table)
     assert deletes["position"] >= 1 and deletes["equality"] == 0, deletes
+    query = f"SELECT DISTINCT file_format FROM {table.spark_name}.delete_files"
+    assert "PUFFIN" in {r[0] for r in spark.sql(query).collect()}  # type: ignore[attr-defined]
     got = read_rows(reader, table, spark)
     problem = differences(reader, table, got, read_world.source_rows["pair"])
     assert not problem, problem

@@ -27,6 +27,7 @@ from binlake.lake.spark.lineage import current_lineage, latest_binlake_summary, 
 from binlake.lake.spark.types import spark_schema
 from binlake.lake.tables.create import create_table
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
+from binlake.lake.write.deletion_vectors import decode_vector, puffin_blobs
 from binlake.typemap import IcebergType, LakeSchema, lake_schema
 from binlake_dev.readers import (
     READERS,
@@ -415,6 +416,31 @@ def test_deletion_vectors_of_a_format_3_table_are_applied_by_every_reader(
     got = read_rows(reader, format_3_table, spark)
     problem = differences(reader, format_3_table, got, want)
     assert not problem, problem
+
+
+def test_deletion_vectors_spark_wrote_read_with_binlakes_reader_as_spark_reads_them(
+    spark: SparkSession, format_3_table: WarehouseTable
+) -> None:
+    """Each Puffin file Spark wrote, read with binlake's reader (footer, then each blob's
+    length, magic, buckets and CRC): the DVs name the positions Spark's own
+    ``position_deletes`` table lists, and the cardinality each manifest entry records."""
+    name = format_3_table.spark_name
+    spark.sql(f"REFRESH TABLE {name}")
+    entries = spark.sql(
+        f"SELECT file_path, referenced_data_file, record_count, content_offset, "
+        f"content_size_in_bytes FROM {name}.delete_files"
+    ).collect()
+    ours: set[tuple[str, int]] = set()
+    for puffin in {str(e[0]) for e in entries}:
+        data = Path(puffin.removeprefix("file:")).read_bytes()
+        for blob in puffin_blobs(data, puffin):
+            positions = decode_vector(data[blob.offset : blob.offset + blob.length], puffin)
+            assert len(positions) == blob.cardinality
+            ours |= {(blob.data_file, pos) for pos in positions}
+            entry = next(e for e in entries if e[1] == blob.data_file and str(e[0]) == puffin)
+            assert (entry[2], entry[3], entry[4]) == (blob.cardinality, blob.offset, blob.length)
+    sparks = spark.sql(f"SELECT file_path, pos FROM {name}.position_deletes").collect()
+    assert ours == {(str(r[0]), int(r[1])) for r in sparks} and ours
 
 
 def _read_exact(spark: SparkSession, table: str, schema: LakeSchema) -> list[tuple[Any, ...]]:

@@ -69,7 +69,7 @@ EXIT_CODES_BEFORE_ISSUE_34: dict[int, tuple[str, ...]] = {
         "TableMissingInLakeError", "TableNotInSourceError", "UnsupportedDdlError",
         "UnsupportedDefaultError", "VerifyError", "VerifyRetriesExhaustedError",
     ),
-    73: ("TargetError",),
+    73: ("DeletionVectorError", "TargetError"),
     74: (
         "CheckpointError", "CheckpointRecordError", "DiskFullError", "FileAccessError",
         "IndexFileError", "KeyIndexDuplicateKeyError", "KeyIndexError", "KeyIndexUntrustedError",

@@ -65,6 +65,17 @@ VERSION_EXISTS = (
             "common.base.Preconditions.checkArgument(Preconditions.java:218)",
             "the snapshot the commit was planned on was expired meanwhile: Snapshot",
         ),
+        (
+            "org.apache.iceberg.exceptions.ValidationException: Found concurrently added DV for "
+            "file:/w/t/data/0001.parquet: DV{location=file:/w/t/data/d.puffin, offset=4}",
+            "ValidationException: Found concurrently added DV for",
+        ),
+        (
+            "py4j.protocol.Py4JJavaError: An error occurred while calling o90.addDeletes.\n"
+            ": java.lang.IllegalArgumentException: Must use DVs for position deletes in V3: "
+            "file:/w/t/data/binlake-1-deletes.parquet",
+            "the table's format version changed meanwhile: Must use DVs",
+        ),
     ],
 )
 def test_another_writers_commit_is_a_conflict_with_icebergs_reason(text: str, reason: str) -> None:

@@ -59,8 +59,13 @@ CONFLICT_VALIDATIONS = (
     "found new delete for replaced data file",
     "found new position delete for replaced data file",
     "could not be found in the latest snapshot",
+    "found concurrently added dv",
 )
 _EXCEPTION_LINE = re.compile(r"(org\.apache\.iceberg\.exceptions\.\w+):\s*(.*)")
+#: A row delta staged with a position-delete file on a format-v2 table that another writer
+#: upgraded to v3 meanwhile (Iceberg then takes deletion vectors only): planned again, the batch
+#: writes DVs.
+_UPGRADED = re.compile(r"IllegalArgumentException:\s*(Must use DVs for position deletes in V\d+)")
 #: A commit planned on a snapshot another writer's expiry removed meanwhile (a maintenance round
 #: beside the batches): the commit's validation cannot walk back to it. A conflict: the retry
 #: plans the batch again on the table's current snapshot.
@@ -160,6 +165,9 @@ def commit_conflict(text: str) -> str | None:
             return f"{name.rsplit('.', 1)[-1]}: {message}"
         if name == VALIDATION_EXCEPTION and any(m in message.lower() for m in CONFLICT_VALIDATIONS):
             return f"ValidationException: {message}"
+    upgraded = _UPGRADED.search(text)
+    if upgraded is not None:
+        return f"the table's format version changed meanwhile: {upgraded.group(1)}"
     expired = _EXPIRED_BASE.search(text)
     if expired is not None:
         return f"the snapshot the commit was planned on was expired meanwhile: {expired.group(1)}"

@@ -8,6 +8,7 @@ A catalog that fails to answer is a typed error (``binlake.lake.spark.errors``: 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -114,3 +115,10 @@ def read_lake_schema(spark: SparkSession, table: str, source_table: TableName) -
     with spark_errors(f"read the schema of {table}", table=str(source_table)):
         text = str(jvm.org.apache.iceberg.SchemaParser.toJson(load_table(spark, table).schema()))
     return lake_schema_of_json(json.loads(text), source_table)
+
+
+def java_items(iterable: Any) -> Iterator[Any]:
+    """The items of a Java ``Iterable`` (Py4J handle), one round trip each."""
+    iterator = iterable.iterator()
+    while iterator.hasNext():
+        yield iterator.next()

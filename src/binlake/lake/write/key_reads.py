@@ -206,17 +206,17 @@ def read_entries(
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
         cache.add(set_id, target.java)
         try:
-            reader = spark.read.format("iceberg")
             tasks = _tasks(jvm, target, files, table, optional)
             if files is None:
-                reader = reader.option("snapshot-id", str(base))
+                loaded = spark.read.format("iceberg").option("snapshot-id", str(base))
+                frame = loaded.load(set_id)
             else:
                 if tasks.isEmpty():
                     return
                 manager.stageTasks(target.java, set_id, tasks)
-                reader = reader.option("scan-task-set-id", set_id)
+                frame = _staged_frame(spark, set_id)
             indexed = file_partitions(jvm, target, _iterate(tasks))
-            frame = _keys_frame(reader.load(set_id), target.layout.key)
+            frame = _keys_frame(frame, target.layout.key)
             for row in frame.toLocalIterator():
                 entries = pa.ipc.open_stream(pa.py_buffer(row[0])).read_all()
                 for path, keys, positions in _by_file(entries):
@@ -245,6 +245,20 @@ def file_partitions(
         location = str(data.location())
         out[location] = IndexedFile(location, spec_id, values)
     return out
+
+
+#: Iceberg's catalog of the tables in ``SparkTableCache`` (its source declares it on first use).
+CACHE_CATALOG = "default_cache_iceberg"
+
+
+def _staged_frame(spark: SparkSession, set_id: str) -> DataFrame:
+    """The rows of the scan tasks staged as ``set_id``, read through the cache catalog: Iceberg's
+    source would load them as a rewrite, whose schema on a format-v3 table holds the row-lineage
+    columns and leaves ``_file`` and ``_pos`` unresolved."""
+    key = f"spark.sql.catalog.{CACHE_CATALOG}"
+    if spark.conf.get(key, None) is None:
+        spark.conf.set(key, "org.apache.iceberg.spark.SparkCachedTableCatalog")
+    return spark.read.option("scan-task-set-id", set_id).table(f"{CACHE_CATALOG}.`{set_id}`")
 
 
 def _unchanged_small_files(target: DeltaTable) -> list[JavaObject] | None:

@@ -3,10 +3,10 @@
 A batch's net change to a keyed table (``KeyedChanges.delta``) becomes two Parquet files
 (``binlake.lake.write.delta_files``: the upserted rows, and the rows they replace) and one
 Iceberg ``RowDelta`` commit adding them, whose snapshot summary carries the batch's
-``binlake.*`` properties: the data and the position are still one atomic commit. The rows the
-batch replaces are named by position (a position-delete file: data file and row number, from
-the key index: ``positions``, ``binlake.lake.write.key_positions``) or by key (an equality-delete
-file: ``[applier] deletes = "equality"``).
+``binlake.*`` properties: data and position in one atomic commit. The rows the batch replaces
+are named by position (data file, row number, from the key index: ``positions``, ``key_positions``;
+a position-delete file, or on format v3 deletion vectors: ``vector_files``) or by key (an
+equality-delete file: ``[applier] deletes = "equality"``).
 
 Why it is exact. By position: the index holds the one live row of each key at the base snapshot
 B, the batch deletes exactly those of the keys it changes, and its own rows are in a file no
@@ -111,6 +111,7 @@ from binlake.lake.write.delta_files import (
 )
 from binlake.lake.write.partitions import FilePartition
 from binlake.lake.write.stored_files import data_folder, delete_files, unreferenced
+from binlake.lake.write.vector_files import StagedVectors, VectorWriter
 from binlake.storage.durable import raise_os_error
 
 JavaObject = Any
@@ -173,6 +174,8 @@ class StagedDelta:
 
     table: DeltaTable
     data_files: tuple[JavaObject, ...]
+    #: The position-delete files (v2: one per partition) or the batch's DVs (v3: one per data
+    #: file), or an equality-delete file.
     delete_files: tuple[JavaObject, ...]
     rows: int
     deleted_keys: int
@@ -180,6 +183,8 @@ class StagedDelta:
     locations: tuple[str, ...]
     #: The data files the position deletes name (the commit checks they are still live).
     referenced: tuple[str, ...] = ()
+    #: The delete files the batch's DVs replace (their data files' older DVs, v2 files).
+    removed_deletes: tuple[JavaObject, ...] = ()
 
 
 class RowDeltaWriter:
@@ -193,6 +198,7 @@ class RowDeltaWriter:
         self._jvm = jvm
         self._gateway = gateway
         self._layouts: dict[tuple[str, ...], DeltaLayout] = {}
+        self._vectors = VectorWriter(jvm)
         #: The session's Hadoop configuration, parsed once (footers are read with it).
         self._hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
         #: Java classes, looked up once (each ``jvm.a.b.C`` is a round trip per name part).
@@ -280,7 +286,12 @@ class RowDeltaWriter:
                     deleted.write(gone)
                 data.write(new)
             by_position = positions.deletes() if positions is not None else []
-            return self._store_staged(target, data, deleted, by_position, folder, table)
+            vectors = None
+            if by_position and layout.format_version >= 3:  # DVs, no position-delete file
+                vectors = self._vectors.stage(
+                    target, by_position, table, lambda part: self._partition(target, part)
+                )
+            return self._store_staged(target, data, deleted, by_position, folder, table, vectors)
         except OSError as exc:
             raise_os_error(exc, folder, "writing row-delta staging files")
         finally:
@@ -300,11 +311,15 @@ class RowDeltaWriter:
         by_position: Sequence[PositionDeletes],
         folder: str,
         table: str,
+        vectors: StagedVectors | None = None,
     ) -> StagedDelta:
+        """The staged files stored in the warehouse: the data files, and the position deletes
+        ``by_position`` as one Parquet file per partition (v2) unless ``vectors`` (v3: the
+        batch's DVs, stored already) hold them."""
         deleted_size = deleted.close()
         data_files: list[JavaObject] = []
-        delete_files: list[JavaObject] = []
-        locations: list[str] = []
+        delete_files: list[JavaObject] = list(vectors.delete_files) if vectors else []
+        locations: list[str] = [vectors.location] if vectors else []
         with spark_errors(f"write row-delta files of {target.name}", table):
             for file in data.files():
                 size = file.staging.close()
@@ -314,7 +329,7 @@ class RowDeltaWriter:
                 data_files.append(
                     self._data_file(target, file.partition, location, size, metrics, sorted_)
                 )
-            for i, group in enumerate(by_position):
+            for i, group in enumerate(() if vectors else by_position):
                 path = os.path.join(folder, f"deletes-{i}.parquet")
                 size = write_parquet(group.rows, path, target.layout.properties, deletes=True)
                 location, metrics = self._store(target, path, "deletes", by_position=True)
@@ -336,6 +351,7 @@ class RowDeltaWriter:
             deleted.rows + sum(group.rows.num_rows for group in by_position),
             tuple(locations),
             tuple(sorted({path for group in by_position for path in group.referenced})),
+            vectors.removed if vectors else (),
         )
 
     def stage_stored(self, target: DeltaTable, locations: Sequence[str], table: str) -> StagedDelta:
@@ -556,6 +572,8 @@ class RowDeltaWriter:
                 delta = delta.addRows(data_file)
             for delete_file in staged.delete_files:
                 delta = delta.addDeletes(delete_file)
+            for replaced in staged.removed_deletes:  # DVs merged into the batch's
+                delta = delta.removeDeletes(replaced)
             for key, value in props.items():
                 delta = delta.set(key, value)
             if target.base_snapshot is not None:
