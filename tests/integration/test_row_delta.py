@@ -222,7 +222,7 @@ def test_minimal_row_images_take_merge_and_status_and_metrics_say_why(
     assert_verify_passes(config, spark)
 
 
-@pytest.mark.parametrize("deletes", ["position", "equality"])
+@pytest.mark.parametrize("deletes", ["position", "equality", "vectors"])
 def test_a_partitioned_table_takes_row_deltas_by_position_and_stays_exact(
     tmp_path: Path, source: MariaDBSandbox, spark: Any, deletes: str
 ) -> None:
@@ -232,8 +232,12 @@ def test_a_partitioned_table_takes_row_deltas_by_position_and_stays_exact(
     in the spec and partition of the data file it names; rows that change partition land
     exactly, and PyIceberg and DuckDB read it as the source has it. An equality delete is
     scoped to its partition (a key's old row may be in another one): with equality deletes a
-    partitioned table keeps MERGE (named in its commits)."""
+    partitioned table keeps MERGE (named in its commits). ``vectors``: position deletes, the
+    table turned to format v3 before its last batch, whose deletes are then deletion vectors,
+    each in its data file's spec and partition, merged with the file's v2 deletes."""
     database = f"rd_partitioned_{deletes}"
+    vectors = deletes == "vectors"
+    deletes = "position" if vectors else deletes
     source.execute(f"CREATE DATABASE {database}")
     fill = "INSERT INTO t SELECT seq, 'a', seq, NOW(6) FROM seq_1_to_40"
     run_sql(source, database, TABLE, fill)
@@ -251,6 +255,8 @@ def test_a_partitioned_table_takes_row_deltas_by_position_and_stays_exact(
     )
     replicate_in_process(config, spark)
     spark.sql(f"ALTER TABLE {name} ADD PARTITION FIELD days(at)")
+    if vectors:
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('format-version' = '3')")
     if deletes == "position":  # the next batch rebuilds it: every file's partition read again
         assert_index_matches_the_table(spark, config, f"{database}.t")
         damage(index_path(config, spark, f"{database}.t"), "missing")
@@ -275,6 +281,12 @@ def test_a_partitioned_table_takes_row_deltas_by_position_and_stays_exact(
         "GROUP BY 1, 2"
     ).collect()
     assert {(r[0], r[1]) for r in placed} == {(True, 0), (True, 1)}, placed
+    if vectors:  # at most one DV per data file, each in its data file's partition
+        dvs = spark.sql(
+            f"SELECT referenced_data_file, count(*) FROM {name}.delete_files "
+            "WHERE file_format = 'PUFFIN' GROUP BY 1"
+        ).collect()
+        assert dvs and all(r[1] == 1 for r in dvs), dvs
     specs = {r[0] for r in spark.sql(f"SELECT spec_id FROM {name}.files").collect()}
     assert specs == {0, 1, 2}
     assert_verify_passes(config, spark)
