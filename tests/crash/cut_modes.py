@@ -11,7 +11,9 @@ A test takes the ``ground`` fixture (tests/crash/conftest.py), parametrised indi
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,9 +21,23 @@ from binlake_dev.powercut import CutReport, PowerCutMount, unavailable_reason
 
 KILL = "kill"
 CUT = "cut"
-#: kill -9 as before; kill -9 then a power cut.
-CUT_MODES = (KILL, CUT)
+#: kill -9 as before; kill -9 then a power cut (marked ``powercut``: ``make power-cut`` runs
+#: every such case, ``make test`` those not also marked ``slow``).
+CUT_MODES = (KILL, pytest.param(CUT, marks=pytest.mark.powercut))
+#: The same, the power-cut case left to ``make power-cut`` (too slow for ``make test``).
+CUT_MODES_SLOW = (KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow]))
 _folders = itertools.count()
+
+
+def crash_cases(points: Iterable[str], *, slow: Collection[str] = ()) -> list[Any]:
+    """``(point, mode)`` parameters for each point in both modes (ids ``point-mode``; ``ground``
+    indirect); the power-cut case of a point in ``slow`` is left to ``make power-cut``."""
+    cases = []
+    for point in points:
+        cases.append(pytest.param(point, KILL, id=f"{point}-{KILL}"))
+        marks = [pytest.mark.powercut, *([pytest.mark.slow] if point in slow else [])]
+        cases.append(pytest.param(point, CUT, id=f"{point}-{CUT}", marks=marks))
+    return cases
 
 
 def skip_without_fuse() -> None:

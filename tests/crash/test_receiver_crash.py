@@ -1,6 +1,7 @@
-"""`binlake receive` killed at each of its crash points during a live workload, the source killed
-under it, and the network failing under it: after a restart the relay log's transactions equal
-the source binlog's, byte for byte, none lost, none doubled.
+"""`binlake receive` killed at each of its crash points during a live workload (and in ``cut``
+mode a power cut under its state folder after the kill: tests/crash/cut_modes.py), the source
+killed under it, and the network failing under it: after a restart the relay log's transactions
+equal the source binlog's, byte for byte, none lost, none doubled.
 
 Each crash-point case has its own MariaDB (small binlogs, so the source rotates often) with a
 backlog of transactions; its receiver copies the binlog from the first file while a workload
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cut_modes import Ground, crash_cases
 
 from binlake.crashpoints import POINTS
 from binlake_dev.sandbox import MariaDBSandbox
@@ -58,22 +60,29 @@ def test_every_relay_and_receiver_crash_point_has_a_case() -> None:
 
 
 SandboxFactory = Callable[..., MariaDBSandbox]
+#: Each point with kill -9, and with kill -9 then a power cut: in ``make test`` for the
+#: receiver's own points, in ``make power-cut`` for the relay log's (test_relay_crash.py cuts
+#: the power at each of them in ``make test``).
+CASES = crash_cases(
+    sorted(PASS_THAT_DIES), slow=[p for p in PASS_THAT_DIES if not p.startswith("receiver_")]
+)
 
 
-@pytest.mark.parametrize("point", sorted(PASS_THAT_DIES))
+@pytest.mark.parametrize(("point", "ground"), CASES, indirect=["ground"])
 def test_receive_killed_at_a_crash_point_then_restarted_equals_the_source(
-    sandbox_factory: SandboxFactory, tmp_path: Path, point: str
+    sandbox_factory: SandboxFactory, tmp_path: Path, ground: Ground, point: str
 ) -> None:
     source = sandbox_factory(extra_args=SMALL_BINLOGS).start()
     workload = Workload(source).create()
     workload.run(15)
-    state = tmp_path / "state"
+    state = ground.folder("state")
     config = write_config(tmp_path / "c.toml", source.port, state, receiver=CRASH_RECEIVER)
     live = workload.in_thread(150)  # commits go on while the receiver starts and crashes
     first = run_receive(config, "--until-caught-up", crash_point=f"{point}:{PASS_THAT_DIES[point]}")
     live.join()
     assert not workload.errors
     assert first.returncode == -9, f"{point} was never reached\n{describe(first)}"
+    ground.crash()
     again = run_receive(config, "--until-caught-up")
     assert again.returncode == 0, describe(again)
     check_recovered_log(state / "relay")
