@@ -1,5 +1,5 @@
 """kill -9 while the checkpoint is being recorded (and in ``cut`` mode a power cut after it:
-tests/crash/cut_modes.py): the record is the old or the new checkpoint (the old one when the
+tests/cut_modes.py): the record is the old or the new checkpoint (the old one when the
 cut undid a rename not yet made durable), never a mix; it stays a lower bound (nothing before
 it is pending); recovery rebuilds the counts from it and reaches the checkpoint the crashed
 process had computed."""
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cut_modes import CUT_MODES, Ground
 from storage_driver import CHECKPOINT_OPS, FIRST_RELAY_FILE, apply_checkpoint_op, run_driver
 
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
+from cut_modes import CUT_MODES, Ground
 
 
 @dataclass(frozen=True)

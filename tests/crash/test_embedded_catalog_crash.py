@@ -1,5 +1,5 @@
 """kill -9 while the embedded catalog adopts a warehouse the Hadoop catalog wrote (issue 14),
-and in ``cut`` mode a power cut after it (tests/crash/cut_modes.py): the catalog database is
+and in ``cut`` mode a power cut after it (tests/cut_modes.py): the catalog database is
 absent (the next start adopts again) or whole, every table registered
 at its current metadata file; never a catalog that misses a table."""
 
@@ -10,10 +10,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from cut_modes import CUT_MODES, Ground
 from storage_driver import run_driver
 
 from binlake.lake.catalog.metadata import CATALOG_FILE, find_tables, read_table
+from cut_modes import CUT_MODES, Ground
 
 TABLES = (("shop", "orders"), ("shop", "items"), ("crm", "people"))
 

@@ -1,5 +1,5 @@
 """`binlake receive` killed at each of its crash points during a live workload (and in ``cut``
-mode a power cut under its state folder after the kill: tests/crash/cut_modes.py), the source
+mode a power cut under its state folder after the kill: tests/cut_modes.py), the source
 killed under it, and the network failing under it: after a restart the relay log's transactions
 equal the source binlog's, byte for byte, none lost, none doubled.
 
@@ -15,10 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cut_modes import Ground, crash_cases
 
 from binlake.crashpoints import POINTS
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import Ground, crash_cases
 from receiver_testing import (
     BackgroundReceive,
     Workload,

@@ -2,7 +2,7 @@
 
 Each case runs relay_driver.py with ``BINLAKE_CRASH_POINT=name:n``; it must die there (SIGKILL),
 and in ``cut`` mode the power is then cut under it (everything not fsynced dropped, the newest
-unsynced write torn at 512 bytes: tests/crash/cut_modes.py). Recovery must then leave a valid
+unsynced write torn at 512 bytes: tests/cut_modes.py). Recovery must then leave a valid
 index and whole files (check_recovered_log) holding every transaction the driver saw synced; a
 restarted driver must finish the stream with every transaction exactly once.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cut_modes import CUT_MODES, Ground
 from driver_runs import DriverRun, assert_nothing_synced_lost, run_cli, run_driver
 
 from binlake.crashpoints import POINTS
 from binlake.storage.index import LogIndex
 from binlake.storage.recovery import recover_log
 from binlake.storage.tail_scan import scan_file
+from cut_modes import CUT_MODES, Ground
 from relay_testing import check_recovered_log, gtid_seqs
 
 COVERED_PREFIXES = ("relay_", "purge_", "durable_", "recover_")

@@ -1,5 +1,5 @@
 """kill -9 at every shadow-page crash point (and in ``cut`` mode a power cut after it:
-tests/crash/cut_modes.py), then reopen: the file reads as the last committed payload or the one
+tests/cut_modes.py), then reopen: the file reads as the last committed payload or the one
 being committed (never a mix, never garbage), and ``recover()`` reports the prepared XID exactly
 when the crash fell between prepare and commit or rollback (a power cut undoes a commit or a
 rollback whose header write was not fsynced yet: the XID is still prepared)."""
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cut_modes import CUT_MODES, Ground
 from storage_driver import INITIAL_PAYLOAD, SHADOW_UPDATES, ShadowUpdate, run_driver
 
 from binlake.crashpoints import POINTS
 from binlake.storage.shadow import ShadowStateFile
+from cut_modes import CUT_MODES, Ground
 
 PREPARE_POINTS = ("shadow_after_spare_write", "shadow_after_prepare")
 COMMITS = sum(update.commit for update in SHADOW_UPDATES)

@@ -3,7 +3,7 @@ point: the page cache keeps every write) and ``cut`` (the same kill, then the po
 power-cut file system, ``binlake_dev.powercut``: every write not fsynced is gone, the newest one
 torn at a ``tear`` boundary, then the folder is mounted again with no stale cache).
 
-A test takes the ``ground`` fixture (tests/crash/conftest.py), parametrised indirectly over
+A test takes the ``ground`` fixture (tests/conftest.py), parametrised indirectly over
 ``CUT_MODES``, makes its folders with ``ground.folder``, makes its setup durable with
 ``ground.settle`` and calls ``ground.crash`` once the killed process is gone.
 """
