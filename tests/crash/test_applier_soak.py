@@ -450,8 +450,11 @@ def soak(
                 result.landed[kill_class(err_path.read_text(errors="replace"))] += 1
                 if cutting:
                     assert ground is not None
-                    ground.crash(tear=rng.choice(POWER_CUT_TEARS), seed=rng.randrange(1 << 30))
+                    cut = ground.crash(
+                        tear=rng.choice(POWER_CUT_TEARS), seed=rng.randrange(1 << 30)
+                    )
                     result.cuts += 1
+                    print(f"power cut {result.cuts} ({result.describe()}): {cut}", flush=True)
                 elif rng.random() < tear_odds:
                     shape = tail_damage.deal()
                     if damage_after_kill(shape, state):
