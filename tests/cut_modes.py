@@ -24,8 +24,6 @@ CUT = "cut"
 #: kill -9 as before; kill -9 then a power cut (marked ``powercut``: ``make power-cut`` runs
 #: every such case, ``make test`` those not also marked ``slow``).
 CUT_MODES = (KILL, pytest.param(CUT, marks=pytest.mark.powercut))
-#: The same, the power-cut case left to ``make power-cut`` (too slow for ``make test``).
-CUT_MODES_SLOW = (KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow]))
 _folders = itertools.count()
 
 
