@@ -1,8 +1,7 @@
 """Which crash points have a power-cut test (issue #38): the point's kill -9 test also runs in
 ``cut`` mode (tests/cut_modes.py: kill -9, then everything not fsynced dropped and the newest
-unsynced write torn). Each point of ``crashpoints.POINTS`` must be run so by a test listed here,
-or be in ``NOT_YET`` (the points whose power-cut test is still to be written: issue #38), and
-never both; a new crash point without a power-cut test fails here."""
+unsynced write torn). Each point of ``crashpoints.POINTS`` must be run so by a test listed
+here: a new crash point without a power-cut test fails."""
 
 from __future__ import annotations
 
@@ -12,22 +11,15 @@ from typing import Any
 import test_applier_crash
 import test_checkpoint_crash
 import test_embedded_catalog_crash
+import test_key_index_crash
+import test_maintain_crash
 import test_receiver_crash
 import test_relay_crash
 import test_shadow_crash
+import test_snapshot_crash
 
 from binlake.crashpoints import POINTS
 from cut_modes import CUT
-
-#: Crash points with no power-cut test yet (their kill -9 tests run Spark lineages that keep
-#: the warehouse or a snapshot on disk: still to be parametrised).
-NOT_YET = {
-    "keyindex_after_delta_commit",
-    "keyindex_after_rebuild_fsync",
-    "keyindex_after_rebuild_rename",
-    "lake_before_tag_move",
-    *(name for name in POINTS if name.startswith(("snapshot_", "maintain_"))),
-}
 
 
 def _power_cut_tests() -> list[tuple[Callable[..., Any], Iterable[str]]]:
@@ -61,6 +53,22 @@ def _power_cut_tests() -> list[tuple[Callable[..., Any], Iterable[str]]]:
         (
             test_applier_crash.test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_exactly_once,
             test_applier_crash.CASES,
+        ),
+        (
+            test_key_index_crash.test_killed_at_each_key_index_step_the_restart_leaves_one_true_index,
+            {name for name in POINTS if name.startswith("keyindex_")},
+        ),
+        (
+            test_maintain_crash.test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_once,
+            ["lake_before_tag_move"],
+        ),
+        (
+            test_maintain_crash.test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once,
+            [f"maintain_after_{step}" for step in test_maintain_crash.STEPS],
+        ),
+        (
+            test_snapshot_crash.test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_chunk,
+            [kill.split(":")[0] for kill in test_snapshot_crash.KILLS] + ["snapshot_after_replace"],
         ),
     ]
 
@@ -96,11 +104,8 @@ def test_every_listed_test_runs_a_power_cut_case() -> None:
     assert all(runs_a_power_cut(test) for test, _ in _power_cut_tests())
 
 
-def test_every_crash_point_has_a_power_cut_test_or_is_listed_as_not_yet() -> None:
+def test_every_crash_point_has_a_power_cut_test() -> None:
     covered = set(power_cut_points())
     assert not covered - set(POINTS), "a listed point is not a crash point"
-    assert not covered & NOT_YET, (
-        f"has a power-cut test now, remove from NOT_YET: {covered & NOT_YET}"
-    )
-    missing = set(POINTS) - covered - NOT_YET
+    missing = set(POINTS) - covered
     assert not missing, f"crash points without a power-cut test: {sorted(missing)}"
