@@ -11,6 +11,10 @@
 #                    (python -m binlake.lake.spark.runtime: builds once, verifies checksums after)
 #   make test        deps + venv + spark-deps, then the fast test suite
 #   make lint        ruff check, ruff format --check, mypy --strict
+#   make power-cut   deps + venv + spark-deps, then the power-cut tier (issue #38): every test
+#                    marked powercut (kill -9 then a power cut at each crash point, the FUSE
+#                    power-cut file system's own tests, POWER_CUTS=200 cuts at random instants
+#                    of the soak's workload), the slow ones included
 #   make soak        the slow soak: kill -9 at random during a mixed workload with DDL, plus
 #                    network faults, source restarts and torn relay tails; MINUTES=5 [SEED=n]
 #   make demo        deps + venv + spark-deps, then scripts/demo.py
@@ -71,7 +75,10 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4;
 MINUTES ?= 5
 SEED ?=
 
-.PHONY: deps venv spark-deps test soak lint demo bench bench-deps clean
+# Power cuts at random instants of `make power-cut` (tests/crash/test_applier_soak.py).
+POWER_CUTS ?= 200
+
+.PHONY: deps venv spark-deps test power-cut soak lint demo bench bench-deps clean
 
 deps:
 	@missing=""; \
@@ -146,6 +153,17 @@ test: deps venv spark-deps
 	  $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
 	exit $$rc
+
+# The tier on the test processes first, then the random-instant soak alone (its counts printed).
+POWER_CUT_SOAK := tests/crash/test_applier_soak.py::test_power_cuts_at_random_instants_during_a_mixed_workload_lose_nothing_and_double_nothing
+power-cut: deps venv spark-deps
+	@$(VENV_PY) -m binlake_dev.jvm_archive
+	@$(COMPILE_OURS)
+	@rc=0; $(VENV)/bin/pytest -m powercut -n $(TEST_WORKERS) --dist loadfile --durations=15 \
+	  --deselect '$(POWER_CUT_SOAK)[long-cut]' tests/crash tests/powercut $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make power-cut: pytest collected no tests (exit 5); failing" >&2; fi; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	POWER_CUTS=$(POWER_CUTS) $(VENV)/bin/pytest -s '$(POWER_CUT_SOAK)[long-cut]' $(PYTEST_ARGS)
 
 soak: deps venv spark-deps
 	@$(COMPILE_OURS)

@@ -1,7 +1,9 @@
 """Shared fixtures: real MariaDB servers (one for the session, private ones on demand), a
 fresh database per test, the tests' Spark session, and the lake targets (``target``,
 parametrised: tests/lake_targets.py) with what they need: one PostgreSQL (the JDBC catalog's
-database) and one Spark standalone cluster per session, each started on first use.
+database) and one Spark standalone cluster per session, each started on first use; and
+``ground``, where a crash test keeps what it kills (a plain folder, or in ``cut`` mode one on
+the power-cut mount of its module: tests/cut_modes.py).
 
 Markers are declared in pyproject.toml; here each test gets the marker of its folder
 (tests/unit -> unit, tests/integration -> integration, tests/crash -> crash,
@@ -19,7 +21,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from binlake_dev.jvm_archive import driver_options
+from binlake_dev.powercut import PowerCutMount
 from binlake_dev.sandbox import MariaDBSandbox, mariadb_available
+from cut_modes import CUT, KILL, Ground, skip_without_fuse
 from lake_targets import (
     JDBC_CATALOG,
     TEST_JVM_OPTIONS,
@@ -214,3 +218,22 @@ def target(request: pytest.FixtureRequest) -> TargetSetup:
         return jdbc_target(database, warehouse)
     assert kind == "cluster-jdbc", kind
     return cluster_target(database, warehouse, request.getfixturevalue("spark_cluster"))
+
+
+@pytest.fixture(scope="module")
+def power_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PowerCutMount]:
+    """One power-cut mount for a test module (started on first use: tests/cut_modes.py)."""
+    skip_without_fuse()
+    base = tmp_path_factory.mktemp("powercut")
+    (base / "backing").mkdir()
+    with PowerCutMount(base / "backing", base / "mnt") as mount:
+        yield mount
+
+
+@pytest.fixture
+def ground(request: pytest.FixtureRequest, tmp_path: Path) -> Ground:
+    """Where a crash test keeps what it kills: ``kill`` unless parametrised (indirectly) with
+    ``cut`` (tests/cut_modes.py)."""
+    mode = getattr(request, "param", KILL)
+    mount = request.getfixturevalue("power_mount") if mode == CUT else None
+    return Ground(mode, tmp_path, mount)

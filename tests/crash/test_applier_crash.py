@@ -6,6 +6,10 @@ on the cluster, the points whose aftermath the catalog holds), on two targets: t
 on `local[2]`, and Iceberg's JDBC catalog (PostgreSQL) from a Spark standalone cluster
 (`tests/lake_targets.py`).
 
+On the embedded target the lineage also runs in ``cut`` mode (``make power-cut``): its state
+folder (relay log, state files, checkpoint, key indexes) on the power-cut file system, the power
+cut after each kill (tests/cut_modes.py); the warehouse stays on the ordinary disk.
+
 Also a transaction larger than ``[applier] max_bytes`` (its row images read back from the relay
 log as applied) killed between its two tables' commits, then restarted.
 
@@ -31,6 +35,7 @@ from binlake.lake.catalog.target import lake_target
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import CUT, KILL, Ground
 from lake_targets import TargetSetup
 from replicate_testing import (
     assert_cuts_are_exact,
@@ -92,9 +97,17 @@ def two_step_ddl(run: int) -> str:
     return f"ALTER TABLE {{db}}.orders ADD COLUMN note{run} VARCHAR(10), DROP COLUMN {dropped}"
 
 
-@pytest.mark.parametrize("target", ["embedded", "cluster-jdbc"], indirect=True)
+@pytest.mark.parametrize(
+    ("target", "ground"),
+    [
+        ("embedded", KILL),
+        ("cluster-jdbc", KILL),
+        pytest.param("embedded", CUT, marks=[pytest.mark.powercut, pytest.mark.slow]),
+    ],
+    indirect=True,
+)
 def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object, target: TargetSetup
+    ground: Ground, source: MariaDBSandbox, spark: object, target: TargetSetup
 ) -> None:
     """One lineage per target, killed at each point in turn (on the cluster, ``EMBEDDED_ONLY``
     aside): each run recovers from the
@@ -102,10 +115,12 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     backlog holds transactions, a two-statement DDL, and the live ones). After each kill no
     table's history holds a batch or a position twice; after the last, an unarmed restart
     catches up and the lake equals the source."""
-    database = f"crash_lineage{target.suffix}"
+    database = f"crash_lineage{target.suffix}{'_cut' if ground.cutting else ''}"
     workload = ShopWorkload(source, database).create()
+    folder = ground.folder("run")
+    folder.mkdir()
     config = config_for(
-        tmp_path,
+        folder,
         source,
         spark,
         database,
@@ -116,6 +131,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     # A cut after every batch; the cuts table pruned whenever 2 cuts are beyond what it keeps
     # (the newest 10, and the first of the hour).
     config.write_text(config.read_text() + "[cuts]\nevery_s = 0\nkeep_last = 10\n")
+    ground.settle()
     cases = {p: a for p, a in CASES.items() if target.cluster is None or p not in EMBEDDED_ONLY}
     for run, (point, armed) in enumerate(cases.items()):
         workload.run(8)
@@ -127,6 +143,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
         assert not workload.errors, workload.errors
         assert not timed_out, f"never reached {point} in {CRASH_TIMEOUT_S}s\n{describe(killed)}"
         assert killed.returncode == -9, f"not killed at {point}\n{describe(killed)}"
+        ground.crash(tear=4096)
         assert_history_is_exactly_once(config, spark)
         assert_cuts_are_exact(config, spark)
     workload.run(5)

@@ -30,6 +30,14 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
   applier's own connection to the source once stopped replicate; the applier now reads those
   facts from the relay log, and this keeps the failure from coming back unseen).
 
+Power cuts at random instants (issue #38): the same soak with the state folder on the power-cut
+file system (tests/cut_modes.py); after each kill (of the run's whole process group, its JVM
+too) the power is cut (everything not fsynced dropped; the newest unsynced write torn at 512 or
+4096 bytes, or not, at random) instead of a relay tail torn by hand. A run that stops by itself
+after a cut is a refusal: counted, and it must be typed (a BinlakeError's "error:" and "hint:"
+lines). The end is the same: verify (nothing lost) and the history check (nothing doubled).
+`make power-cut`: ``POWER_CUTS`` cuts (200); `make test`: ``SHORT_POWER_CUTS``.
+
 Every kill is classed by what its run had printed (its stderr, ``run{n}.err``) when it died:
 ``starting`` (it had not yet said "streaming from" the source: relay recovery, login),
 ``receiving`` (streaming, but the applier had not applied a batch in this run: mostly
@@ -54,6 +62,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from applier_workload import ShopWorkload
@@ -61,6 +70,7 @@ from applier_workload import ShopWorkload
 from acceptance.acceptance_testing import TORN_SHAPES, damage_relay_tail, newest_relay_file
 from binlake.storage.tail_scan import scan_file
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import CUT, Ground
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -95,6 +105,13 @@ SHORT_SOAK_LIFE_S = (3.0, 5.0)
 #: Longest wait for a run to stream (or to apply its first batch) before its life starts anyway.
 STREAMING_WAIT_S = 60.0
 APPLIED_WAIT_S = 180.0
+#: Power cuts of the random-instant soaks (module docstring), and their runs' lives.
+POWER_CUTS = int(os.environ.get("POWER_CUTS", "200"))
+SHORT_POWER_CUTS = 3
+POWER_CUT_SEED = 380038
+POWER_CUT_TEARS = (None, 512, 4096)
+#: Typed refusals a power-cut soak goes on after (each run after one starts afresh).
+MAX_REFUSALS = 5
 #: Where a kill landed (module docstring); the long soak wants a third ``applying`` at least.
 KILL_CLASSES = ("starting", "receiving", "applying")
 MIN_APPLYING_SHARE = 1 / 3
@@ -131,6 +148,9 @@ class SoakResult:
 
     injected: Counter[str] = field(default_factory=Counter)
     landed: Counter[str] = field(default_factory=Counter)
+    #: Power cuts made, and the runs after one that stopped by themselves with a typed error.
+    cuts: int = 0
+    refused: list[str] = field(default_factory=list)
     waited: dict[str, list[float]] = field(default_factory=lambda: {"streaming": [], "applied": []})
 
     @property
@@ -144,7 +164,8 @@ class SoakResult:
             for anchor, times in self.waited.items()
             if times
         )
-        return f"{self.kills} kills (SIGKILL): {classes}" + (f"; {waits}" if waits else "")
+        cuts = f"; {self.cuts} power cuts, {len(self.refused)} refused" if self.cuts else ""
+        return f"{self.kills} kills (SIGKILL): {classes}{cuts}" + (f"; {waits}" if waits else "")
 
 
 class Deck:
@@ -293,6 +314,44 @@ def test_a_short_soak_with_every_fault_kind_loses_nothing_and_doubles_nothing(
     assert _every_kind(result.injected), result.injected
 
 
+#: The power-cut soaks' runs: lives from their start, their streaming or their first batch.
+CUT_LIVES = Lives((1.0, 6.0), ("start", "streaming", "applied"), applied_s=(0.2, 4.0))
+CUT_SOAK: dict[str, Any] = {"seconds": 0.0, "fault_odds": 0.2}
+
+
+@pytest.mark.powercut
+@pytest.mark.parametrize("ground", [CUT], indirect=True)
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        pytest.param(SHORT_POWER_CUTS, id="short"),
+        pytest.param(POWER_CUTS, id="long", marks=pytest.mark.slow),
+    ],
+)
+def test_power_cuts_at_random_instants_during_a_mixed_workload_lose_nothing_and_double_nothing(
+    tmp_path: Path, sandbox_factory: object, spark: object, ground: Ground, cuts: int
+) -> None:
+    """``cuts`` power cuts at random instants of runs streaming the mixed workload: after the
+    final catch-up, verify and the history check (0 lost, 0 doubled); every refusal typed."""
+    seed = int(os.environ.get("SOAK_SEED", str(POWER_CUT_SEED)))
+    result = soak(
+        tmp_path,
+        sandbox_factory,
+        spark,
+        seed=seed,
+        lives=CUT_LIVES,
+        **CUT_SOAK,
+        cuts=cuts,
+        ground=ground,
+    )
+    assert result.cuts >= cuts, result.describe()
+    print(
+        f"power cuts (seed {seed}): {result.cuts} cuts at random instants, 0 lost, 0 doubled, "
+        f"{len(result.refused)} refused (typed): {sorted(set(result.refused))}",
+        flush=True,
+    )
+
+
 def soak(
     tmp_path: Path,
     sandbox_factory: object,
@@ -305,11 +364,14 @@ def soak(
     fault_odds: float = 0.75,
     tear_odds: float = 0.4,
     ddl_every: int = 150,
+    ground: Ground | None = None,
+    cuts: int = 0,
 ) -> SoakResult:
     """Kills and faults for ``seconds`` (longer with ``every_kind`` until each live fault and
-    tail damage was dealt once), then catch up and check. A run's live fault comes at a random
-    moment of its life, counted as ``lives`` draws it (from its start, from the moment it
-    streams from the source, or from its first batch applied)."""
+    tail damage was dealt once, and until ``cuts`` kills with a ``ground`` that cuts the
+    power: tail damage is then the cut's), then catch up and check. A run's live fault comes
+    at a random moment of its life, counted as ``lives`` draws it (from its start, from the
+    moment it streams from the source, or from its first batch applied)."""
     print(f"\nsoak (seed {seed}): starting, {seconds:g} s; SOAK_SEED={seed} replays it", flush=True)
     rng, rng_anchors = random.Random(seed), random.Random(f"{seed} anchors")
     live_faults, tail_damage = Deck(LIVE_FAULTS, rng), Deck(TAIL_DAMAGE, rng)
@@ -318,14 +380,17 @@ def soak(
     database = f"soak_{seed}"  # the session's warehouse is shared: a database per seed
     workload = ShopWorkload(source, database, seed=seed).create()
     source.execute(DEVICES.format(db=database))
-    state = tmp_path / "state"
+    cutting = ground is not None and ground.cutting
+    folder = ground.folder("soak") if ground is not None else tmp_path
+    folder.mkdir(exist_ok=True)
+    state = folder / "state"
     result = SoakResult()
     injected = result.injected
     mixed = MixedWorkload(workload, ddl_every)
     started = time.monotonic()
     with TcpProxy(target_port=source.port, lifetime_s=seconds + 3600) as proxy:
         config = config_for(
-            tmp_path,
+            folder,
             source,
             spark,
             database,
@@ -333,10 +398,16 @@ def soak(
             applier="max_seconds = 1.5\n",
             port=proxy.port,
         )
+        if ground is not None:
+            ground.settle()
         mixed.thread.start()
         deadline = started + seconds
         try:
-            while time.monotonic() < deadline or (every_kind and not _every_kind(injected)):
+            while (
+                time.monotonic() < deadline
+                or (every_kind and not _every_kind(injected))
+                or result.cuts < cuts
+            ):
                 err_path = tmp_path / f"run{result.kills}.err"
                 with err_path.open("w") as err:
                     process = subprocess.Popen(
@@ -345,6 +416,7 @@ def soak(
                         stderr=err,
                         text=True,
                         env=replicate_env(),
+                        start_new_session=cutting,  # a process group: the JVM dies with it
                     )
                 life = rng.uniform(*lives.life_s)
                 fault = live_faults.deal() if rng.random() < fault_odds else None
@@ -360,14 +432,30 @@ def soak(
                     life -= at
                 time.sleep(max(0.0, life))
                 if process.poll() is not None:
-                    pytest.fail(
-                        f"replicate exited by itself (rc={process.returncode}) after "
-                        f"{dict(injected)} (seed {seed}):\n{err_path.read_text()[-6000:]}"
-                    )
-                process.send_signal(signal.SIGKILL)
+                    refusal = typed_refusal(err_path) if result.cuts else None
+                    if refusal is None:
+                        pytest.fail(
+                            f"replicate exited by itself (rc={process.returncode}) after "
+                            f"{dict(injected)} (seed {seed}):\n{err_path.read_text()[-6000:]}"
+                        )
+                    result.refused.append(refusal)
+                    if len(result.refused) > MAX_REFUSALS:
+                        pytest.fail(f"{len(result.refused)} refusals: {result.refused}")
+                    continue
+                if cutting:
+                    os.killpg(process.pid, signal.SIGKILL)
+                else:
+                    process.send_signal(signal.SIGKILL)
                 process.wait()
                 result.landed[kill_class(err_path.read_text(errors="replace"))] += 1
-                if rng.random() < tear_odds:
+                if cutting:
+                    assert ground is not None
+                    cut = ground.crash(
+                        tear=rng.choice(POWER_CUT_TEARS), seed=rng.randrange(1 << 30)
+                    )
+                    result.cuts += 1
+                    print(f"power cut {result.cuts} ({result.describe()}): {cut}", flush=True)
+                elif rng.random() < tear_odds:
                     shape = tail_damage.deal()
                     if damage_after_kill(shape, state):
                         injected[f"torn_tail_{shape}"] += 1
@@ -399,6 +487,16 @@ def soak(
         flush=True,
     )
     return result
+
+
+def typed_refusal(err_path: Path) -> str | None:
+    """A run's stop with a typed error (its "error:" line, when a "hint:" line follows), or
+    None (a traceback, or no error at all)."""
+    printed = err_path.read_text(errors="replace")
+    errors = re.findall(r"^error: .*$", printed, re.MULTILINE)
+    if not errors or "\nhint: " not in printed or "Traceback" in printed:
+        return None
+    return errors[-1]
 
 
 def kill_class(printed: str) -> str:

@@ -1,6 +1,8 @@
-"""kill -9 while the checkpoint is being recorded: the record is the old or the new checkpoint,
-never a mix; it stays a lower bound (nothing before it is pending); recovery rebuilds the counts
-from it and reaches the checkpoint the crashed process had computed."""
+"""kill -9 while the checkpoint is being recorded (and in ``cut`` mode a power cut after it:
+tests/cut_modes.py): the record is the old or the new checkpoint (the old one when the
+cut undid a rename not yet made durable), never a mix; it stays a lower bound (nothing before
+it is pending); recovery rebuilds the counts from it and reaches the checkpoint the crashed
+process had computed."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from storage_driver import CHECKPOINT_OPS, FIRST_RELAY_FILE, apply_checkpoint_op, run_driver
 
 from binlake.storage.checkpoint import CheckpointRecord, CheckpointTracker, scan_start
+from cut_modes import CUT_MODES, Ground
 
 
 @dataclass(frozen=True)
@@ -56,17 +59,23 @@ def test_the_schedule_writes_the_record_three_times(tmp_path: Path) -> None:
     assert CheckpointRecord(tmp_path / "relay.checkpoint").read() == "relay.000005"
 
 
+@pytest.mark.parametrize("ground", CUT_MODES, indirect=True)
 @pytest.mark.parametrize(("point", "n"), CASES, ids=[f"{p}:{n}" for p, n in CASES])
 def test_kill_while_recording_leaves_a_lower_bound_and_recovery_catches_up(
-    tmp_path: Path, point: str, n: int
+    tmp_path: Path, ground: Ground, point: str, n: int
 ) -> None:
     write = record_writes(tmp_path)[n - 1]
-    record = CheckpointRecord(tmp_path / "relay.checkpoint")
+    folder = ground.folder("state")
+    folder.mkdir()
+    ground.settle()
+    record = CheckpointRecord(folder / "relay.checkpoint")
     result = run_driver("checkpoint", record.path, f"{point}:{n}")
     assert result.returncode == -signal.SIGKILL, result.stderr
+    ground.crash()
 
     recorded = record.read()
-    assert recorded == (write.old if point in POINTS_BEFORE_DURABLE else write.new)
+    made_durable = point not in POINTS_BEFORE_DURABLE and not ground.cutting
+    assert recorded == (write.new if made_durable else write.old)
     start = scan_start(record, write.files)
     assert all(write.pending[file] == 0 for file in write.files[: write.files.index(start)]), (
         "the recorded checkpoint must be a lower bound: nothing before it pending"

@@ -1,5 +1,6 @@
-"""kill -9 while the embedded catalog adopts a warehouse the Hadoop catalog wrote (issue 14):
-the catalog database is absent (the next start adopts again) or whole, every table registered
+"""kill -9 while the embedded catalog adopts a warehouse the Hadoop catalog wrote (issue 14),
+and in ``cut`` mode a power cut after it (tests/cut_modes.py): the catalog database is
+absent (the next start adopts again) or whole, every table registered
 at its current metadata file; never a catalog that misses a table."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import pytest
 from storage_driver import run_driver
 
 from binlake.lake.catalog.metadata import CATALOG_FILE, find_tables, read_table
+from cut_modes import CUT_MODES, Ground
 
 TABLES = (("shop", "orders"), ("shop", "items"), ("crm", "people"))
 
@@ -40,18 +42,22 @@ def assert_adopted(warehouse: Path) -> None:
 POINTS = ["durable_after_temp_write", "durable_after_temp_fsync", "durable_after_rename"]
 
 
+@pytest.mark.parametrize("ground", CUT_MODES, indirect=True)
 @pytest.mark.parametrize("point", POINTS)
-def test_kill_during_adoption_leaves_no_catalog_or_a_whole_one(tmp_path: Path, point: str) -> None:
-    hadoop_warehouse(tmp_path)
-    killed = run_driver("adopt", tmp_path, point)
+def test_kill_during_adoption_leaves_no_catalog_or_a_whole_one(ground: Ground, point: str) -> None:
+    warehouse = ground.folder("warehouse")
+    hadoop_warehouse(warehouse)
+    ground.settle()
+    killed = run_driver("adopt", warehouse, point)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    if point == "durable_after_rename":
-        assert_adopted(tmp_path)  # renamed into place: whole
+    ground.crash()
+    renamed = point == "durable_after_rename" and not ground.cutting
+    if renamed:
+        assert_adopted(warehouse)  # renamed into place: whole
     else:
-        assert not (tmp_path / CATALOG_FILE).exists()
-        assert find_tables(tmp_path) == sorted(TABLES)  # still the Hadoop warehouse
-    restarted = run_driver("adopt", tmp_path)
+        assert not (warehouse / CATALOG_FILE).exists()
+        assert find_tables(warehouse) == sorted(TABLES)  # still the Hadoop warehouse
+    restarted = run_driver("adopt", warehouse)
     assert restarted.returncode == 0, restarted.stderr
-    adopted = 0 if point == "durable_after_rename" else len(TABLES)
-    assert restarted.stdout.split() == [str(adopted)]
-    assert_adopted(tmp_path)
+    assert restarted.stdout.split() == [str(0 if renamed else len(TABLES))]
+    assert_adopted(warehouse)

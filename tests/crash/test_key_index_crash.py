@@ -12,7 +12,9 @@ and the index names the table's snapshot and holds exactly its live rows.
 One lineage kills at each point in turn (each restart recovers from the kill before it). The
 table is partitioned (``bucket(2, id)``, ``truncate(100, v)``: an update of ``v`` may move its
 row to another partition), so the catch-up and the rebuilds read each data file's partition again,
-and every position delete must land in its data file's partition.
+and every position delete must land in its data file's partition. In ``cut`` mode (``make
+power-cut``) its state folder, key indexes included, is on the power-cut file system and the
+power is cut after each kill (tests/cut_modes.py).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from binlake.config import load_config
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import CUT, KILL, Ground
 from key_index_testing import (
     POSITION_DELETES,
     assert_index_matches_the_table,
@@ -78,8 +83,13 @@ def assert_exact(config: Path, spark: Any, table: str) -> None:
     assert {s.summary[WRITE] for s in lineage if WRITE in s.summary} == {"row-delta"}
 
 
+@pytest.mark.parametrize(
+    "ground",
+    [KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow])],
+    indirect=True,
+)
 def test_killed_at_each_key_index_step_the_restart_leaves_one_true_index(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+    ground: Ground, source: MariaDBSandbox, spark: Any
 ) -> None:
     """One lineage, killed in turn: after a row delta's commit, before its index update (the
     restart catches the index up: no rebuild); then, the index removed, while its rebuild puts
@@ -87,21 +97,27 @@ def test_killed_at_each_key_index_step_the_restart_leaves_one_true_index(
     and is killed once that one is renamed into place); the last restart opens it. After each
     restart the table equals the source, no equality delete is live, and one index file is
     left, holding exactly the table's live rows."""
-    database = "kic_lineage"
+    database = "kic_lineage_cut" if ground.cutting else "kic_lineage"
     table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
+    folder = ground.folder("run")
+    folder.mkdir()
+    config = replicated(folder, source, spark, database)
+    ground.settle()
     workload(source, database, 2)
     killed = run_until_killed(config, "keyindex_after_delta_commit:1", CRASH_TIMEOUT_S)
     assert killed.returncode == -9, describe(killed)
+    ground.crash(tear=4096)
     workload(source, database, 3)
     restart = replicate_in_process(config, spark)
     assert "key index" not in restart.output, restart.output  # caught up, not rebuilt
     assert_exact(config, spark, table)
     damage(index_path(config, spark, table), "missing")
+    ground.settle()  # the removal is the test's setup, not a step a cut may undo
     for step, point in ((4, "keyindex_after_rebuild_fsync"), (5, "keyindex_after_rebuild_rename")):
         workload(source, database, step)
         killed = run_until_killed(config, f"{point}:1", CRASH_TIMEOUT_S)
         assert killed.returncode == -9, describe(killed)
+        ground.crash(tear=4096)
     workload(source, database, 6)
     replicate_in_process(config, spark)
     assert_exact(config, spark, table)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from binlake.config import load_config
 from binlake.console import Console
 from binlake.lake.catalog.metadata import APPLIED_TAG
@@ -31,6 +33,7 @@ from binlake.lake.spark.lineage import current_lineage, refs, snapshots
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import CUT, KILL, Ground
 from maintain_testing import (
     MAINTAIN_EVERYTHING,
     assert_cut_snapshots_tagged,
@@ -52,10 +55,15 @@ from replicate_testing import (
 source = module_source("maintain-crash-source")
 
 
+@pytest.mark.parametrize(
+    "ground",
+    [KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow])],
+    indirect=True,
+)
 def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+    ground: Ground, source: MariaDBSandbox, spark: object
 ) -> None:
-    database = "crash_tag_move"
+    database = "crash_tag_move_cut" if ground.cutting else "crash_tag_move"
     source.execute(f"CREATE DATABASE {database}")
     source.execute(f"CREATE TABLE {database}.log (id INT, v INT)")
     for i in range(6):
@@ -64,11 +72,15 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
     # Partitioned: a change log's append is then a DataFrame write (unpartitioned, it commits
     # its data file with the tag, as a row delta does).
     layout = f'[tables.layout."{database}.log"]\npartition = ["bucket(2, id)"]\n'
+    folder = ground.folder("run")
+    folder.mkdir()
     config = config_for(
-        tmp_path, source, spark, database, applier="max_transactions = 2\n", tables=layout
+        folder, source, spark, database, applier="max_transactions = 2\n", tables=layout
     )
+    ground.settle()
     killed = run_until_killed(config, "lake_before_tag_move:2")
     assert killed.returncode == -9, f"not killed at lake_before_tag_move\n{describe(killed)}"
+    ground.crash(tear=4096)
     name = f"lake.{database}.log"
     spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
     assert len([s for s in current_lineage(spark, name) if s.binlake]) == 2  # type: ignore[arg-type]
@@ -90,23 +102,32 @@ CUTS_EVERY_BATCH = "[cuts]\nevery_s = 0\nkeep_last = 3\nkeep_for_s = 0\n"
 STEPS = (*(s.value for s in Step), "protect")
 
 
+@pytest.mark.parametrize(
+    "ground",
+    [KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow])],
+    indirect=True,
+)
 def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+    ground: Ground, source: MariaDBSandbox, spark: object
 ) -> None:
     """One table, one state folder: `binlake maintain` killed after each step in turn (its
     thresholds let that step run alone), each kill followed by changes on the source and a
     replication that must go on exactly once from what the killed run left."""
-    database = "crash_maintain"
+    database = "crash_maintain_cut" if ground.cutting else "crash_maintain"
+    folder = ground.folder("run")
+    folder.mkdir()
     # A cut after every batch from the start: the protect step tags the snapshots cuts name.
-    config = replicated_workload(source, spark, tmp_path, database, CUTS_EVERY_BATCH)
+    config = replicated_workload(source, spark, folder, database, CUTS_EVERY_BATCH)
     base = config.read_text()
     name = f"lake.{database}.keyed"
     for run, step in enumerate(STEPS, start=1):
         config.write_text(base + maintaining_only(step))
+        ground.settle()
         before = set(snapshots(spark, name))  # type: ignore[arg-type]
         point = f"maintain_after_{step}"
         killed = run_binlake("maintain", config, "--tables", f"{database}.keyed", crash_point=point)
         assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
+        ground.crash(tear=4096)
         spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
         if step == "prune":  # the compaction's delete files gone from the current snapshot
             assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
-"""`binlake receive` killed at each of its crash points during a live workload, the source killed
-under it, and the network failing under it: after a restart the relay log's transactions equal
-the source binlog's, byte for byte, none lost, none doubled.
+"""`binlake receive` killed at each of its crash points during a live workload (and in ``cut``
+mode a power cut under its state folder after the kill: tests/cut_modes.py), the source
+killed under it, and the network failing under it: after a restart the relay log's transactions
+equal the source binlog's, byte for byte, none lost, none doubled.
 
 Each crash-point case has its own MariaDB (small binlogs, so the source rotates often) with a
 backlog of transactions; its receiver copies the binlog from the first file while a workload
@@ -17,6 +18,7 @@ import pytest
 
 from binlake.crashpoints import POINTS
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import Ground, crash_cases
 from receiver_testing import (
     BackgroundReceive,
     Workload,
@@ -58,22 +60,27 @@ def test_every_relay_and_receiver_crash_point_has_a_case() -> None:
 
 
 SandboxFactory = Callable[..., MariaDBSandbox]
+#: Each point with kill -9 (``make test``), and with kill -9 then a power cut (``make
+#: power-cut``: a MariaDB each, 10 s a case; ``make test`` cuts the power at the relay points in
+#: test_relay_crash.py and under `binlake receive` in the short power-cut soak).
+CASES = crash_cases(sorted(PASS_THAT_DIES), slow=PASS_THAT_DIES)
 
 
-@pytest.mark.parametrize("point", sorted(PASS_THAT_DIES))
+@pytest.mark.parametrize(("point", "ground"), CASES, indirect=["ground"])
 def test_receive_killed_at_a_crash_point_then_restarted_equals_the_source(
-    sandbox_factory: SandboxFactory, tmp_path: Path, point: str
+    sandbox_factory: SandboxFactory, tmp_path: Path, ground: Ground, point: str
 ) -> None:
     source = sandbox_factory(extra_args=SMALL_BINLOGS).start()
     workload = Workload(source).create()
     workload.run(15)
-    state = tmp_path / "state"
+    state = ground.folder("state")
     config = write_config(tmp_path / "c.toml", source.port, state, receiver=CRASH_RECEIVER)
     live = workload.in_thread(150)  # commits go on while the receiver starts and crashes
     first = run_receive(config, "--until-caught-up", crash_point=f"{point}:{PASS_THAT_DIES[point]}")
     live.join()
     assert not workload.errors
     assert first.returncode == -9, f"{point} was never reached\n{describe(first)}"
+    ground.crash()
     again = run_receive(config, "--until-caught-up")
     assert again.returncode == 0, describe(again)
     check_recovered_log(state / "relay")

@@ -1,9 +1,10 @@
 """kill -9 at every relay/purge/durable/recover crash point, then recovery and a restart.
 
-Each case runs relay_driver.py with ``BINLAKE_CRASH_POINT=name:n``; it must die there (SIGKILL).
-Recovery must then leave a valid index and whole files (check_recovered_log) holding every
-transaction the driver saw synced; a restarted driver must finish the stream with every
-transaction exactly once.
+Each case runs relay_driver.py with ``BINLAKE_CRASH_POINT=name:n``; it must die there (SIGKILL),
+and in ``cut`` mode the power is then cut under it (everything not fsynced dropped, the newest
+unsynced write torn at 512 bytes: tests/cut_modes.py). Recovery must then leave a valid
+index and whole files (check_recovered_log) holding every transaction the driver saw synced; a
+restarted driver must finish the stream with every transaction exactly once.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from binlake.crashpoints import POINTS
 from binlake.storage.index import LogIndex
 from binlake.storage.recovery import recover_log
 from binlake.storage.tail_scan import scan_file
+from cut_modes import CUT_MODES, Ground
 from relay_testing import check_recovered_log, gtid_seqs
 
 COVERED_PREFIXES = ("relay_", "purge_", "durable_", "recover_")
@@ -48,27 +50,31 @@ def test_every_relay_purge_durable_and_recover_crash_point_has_a_case() -> None:
     assert set(PASS_THAT_DIES) == registered
 
 
-def crash_recovery(folder: Path) -> DriverRun:
-    """A torn tail (relay_mid_event), then `binlake binlog recover` killed after its truncate."""
+def crash_recovery(folder: Path, ground: Ground) -> DriverRun:
+    """A torn tail (relay_mid_event, killed: the torn half stays), then `binlake binlog recover`
+    killed after its truncate (and the power cut there: the truncate was fsynced)."""
     first = run_driver(folder, crash_point="relay_mid_event:53")
     assert first.killed, first.describe()
     cli = run_cli("binlog", "recover", str(folder), crash_point="recover_after_truncate:1")
     assert cli.returncode == -9, cli.stderr
+    ground.crash()
     newest = LogIndex(folder / "relay-bin.index").names()[-1]
     state = scan_file(folder / newest)
     assert state.in_use and state.clean, "truncated, flag not yet cleared"
     return first
 
 
+@pytest.mark.parametrize("ground", CUT_MODES, indirect=True)
 @pytest.mark.parametrize("point", sorted(PASS_THAT_DIES))
-def test_crash_at_point_then_recovery_loses_nothing_synced(tmp_path: Path, point: str) -> None:
-    folder = tmp_path / "relay"
+def test_crash_at_point_then_recovery_loses_nothing_synced(ground: Ground, point: str) -> None:
+    folder = ground.folder("relay")
     if point == "recover_after_truncate":
-        run = crash_recovery(folder)
+        run = crash_recovery(folder, ground)
     else:
         run = run_driver(folder, crash_point=f"{point}:{PASS_THAT_DIES[point]}")
         assert run.killed, f"{point} was never reached\n{run.describe()}"
         assert run.synced, f"crashed before any sync: the case tests too little\n{run.describe()}"
+        ground.crash()
     recover_log(folder)
     check_recovered_log(folder)
     assert_nothing_synced_lost(folder, run)

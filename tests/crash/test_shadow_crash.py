@@ -1,6 +1,8 @@
-"""kill -9 at every shadow-page crash point, then reopen: the file reads as the last committed
-payload or the one being committed (never a mix, never garbage), and ``recover()`` reports the
-prepared XID exactly when the crash fell between prepare and commit or rollback."""
+"""kill -9 at every shadow-page crash point (and in ``cut`` mode a power cut after it:
+tests/cut_modes.py), then reopen: the file reads as the last committed payload or the one
+being committed (never a mix, never garbage), and ``recover()`` reports the prepared XID exactly
+when the crash fell between prepare and commit or rollback (a power cut undoes a commit or a
+rollback whose header write was not fsynced yet: the XID is still prepared)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from storage_driver import INITIAL_PAYLOAD, SHADOW_UPDATES, ShadowUpdate, run_dr
 
 from binlake.crashpoints import POINTS
 from binlake.storage.shadow import ShadowStateFile
+from cut_modes import CUT_MODES, Ground
 
 PREPARE_POINTS = ("shadow_after_spare_write", "shadow_after_prepare")
 COMMITS = sum(update.commit for update in SHADOW_UPDATES)
@@ -32,8 +35,9 @@ class Expected:
     update: ShadowUpdate
 
 
-def expected_after_kill(point: str, n: int) -> Expected:
-    """Walk the driver's schedule, counting passes as crashpoints.py does."""
+def expected_after_kill(point: str, n: int, cut: bool = False) -> Expected:
+    """Walk the driver's schedule, counting passes as crashpoints.py does (``cut``: the power
+    cut after the kill drops the header write the point comes after)."""
     passes: Counter[str] = Counter()
     committed = INITIAL_PAYLOAD
 
@@ -48,15 +52,19 @@ def expected_after_kill(point: str, n: int) -> Expected:
             return Expected(committed, update.xid, update)
         if update.commit:
             if hit("shadow_after_flip"):  # flipped in the page cache: kill -9 keeps it
-                return Expected(update.payload, None, update)
+                return (
+                    Expected(committed, update.xid, update)
+                    if cut
+                    else Expected(update.payload, None, update)
+                )
             committed = update.payload
         elif hit("shadow_after_rollback"):
-            return Expected(committed, None, update)
+            return Expected(committed, update.xid if cut else None, update)
     raise AssertionError(f"{point}:{n} is never reached by the schedule")
 
 
-def new_state_file(tmp_path: Path) -> Path:
-    path = tmp_path / "state"
+def new_state_file(folder: Path) -> Path:
+    path = folder / "state"
     ShadowStateFile.create(path, initial=INITIAL_PAYLOAD).close()
     return path
 
@@ -75,14 +83,19 @@ def test_the_schedule_without_a_crash_ends_at_the_last_committed_update(tmp_path
         assert (state.read(), state.recover()) == (last.payload, None)
 
 
+@pytest.mark.parametrize("ground", CUT_MODES, indirect=True)
 @pytest.mark.parametrize(("point", "n"), CASES, ids=[f"{p}:{n}" for p, n in CASES])
 def test_kill_at_a_shadow_crash_point_leaves_a_committed_state(
-    tmp_path: Path, point: str, n: int
+    ground: Ground, point: str, n: int
 ) -> None:
-    path = new_state_file(tmp_path)
+    folder = ground.folder("shadow")
+    folder.mkdir()
+    path = new_state_file(folder)
+    ground.settle()
     result = run_driver("shadow", path, f"{point}:{n}")
     assert result.returncode == -signal.SIGKILL, result.stderr
-    expected = expected_after_kill(point, n)
+    ground.crash()
+    expected = expected_after_kill(point, n, ground.cutting)
 
     with ShadowStateFile.open(path) as state:
         assert not state.header_recovered
@@ -103,14 +116,19 @@ def test_kill_at_a_shadow_crash_point_leaves_a_committed_state(
         assert (state.read(), state.recover()) == (b"after the crash", None)
 
 
+@pytest.mark.parametrize("ground", CUT_MODES, indirect=True)
 @pytest.mark.parametrize(
     "point", ["durable_after_temp_write", "durable_after_temp_fsync", "durable_after_rename"]
 )
-def test_kill_during_create_leaves_no_file_or_a_whole_one(tmp_path: Path, point: str) -> None:
-    path = tmp_path / "state"
+def test_kill_during_create_leaves_no_file_or_a_whole_one(ground: Ground, point: str) -> None:
+    folder = ground.folder("create")
+    folder.mkdir()
+    ground.settle()
+    path = folder / "state"
     result = run_driver("shadow-create", path, f"{point}:1")
     assert result.returncode == -signal.SIGKILL, result.stderr
-    if point == "durable_after_rename":
+    ground.crash()
+    if point == "durable_after_rename" and not ground.cutting:
         with ShadowStateFile.open(path) as state:
             assert (state.read(), state.recover()) == (INITIAL_PAYLOAD, None)
         return

@@ -22,6 +22,7 @@ from binlake.lake.catalog.target import lake_target
 from binlake.lake.spark.lineage import current_lineage
 from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
+from cut_modes import CUT, KILL, Ground
 from lake_builder import as_table
 from replicate_testing import (
     assert_history_is_exactly_once,
@@ -145,8 +146,13 @@ def change_after_the_first_chunk(
     finish_and_check(config, spark, database)
 
 
+@pytest.mark.parametrize(
+    "ground",
+    [KILL, pytest.param(CUT, marks=[pytest.mark.powercut, pytest.mark.slow])],
+    indirect=True,
+)
 def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_chunk(
-    tmp_path: Path, source: MariaDBSandbox, spark: object
+    ground: Ground, source: MariaDBSandbox, spark: object
 ) -> None:
     """After each kill the copy's chunk commits before it are still the start of the table's
     lineage (it resumed, it did not start over; but after the ALTER: copied again, none of the
@@ -154,12 +160,16 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     source; the last restart finishes the copy: the lake equals the source (the new shape), the
     plan is empty, no chunk file is left uncommitted. Then a re-snapshot of the finished table,
     killed after dropping the old table, copies it again on restart."""
-    database = "snapcrash_lineage"
+    database = "snapcrash_lineage_cut" if ground.cutting else "snapcrash_lineage"
     big = f"{database}.big"
-    config = prepare(tmp_path, source, spark, database, LINEAGE_CHUNK_ROWS)
+    folder = ground.folder("run")
+    folder.mkdir()
+    config = prepare(folder, source, spark, database, LINEAGE_CHUNK_ROWS)
+    ground.settle()
     before: list[int] = []
     for run, kill in enumerate(KILLS, start=1):
         killed_at(config, kill)
+        ground.crash(tear=4096)
         now = chunk_ids(config, spark, big)
         if run > 1 and KILLS[run - 2] == ALTERED_AFTER:
             assert before and not set(now) & set(before), "the altered table was not copied again"
@@ -177,7 +187,7 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     finish_and_check(config, spark, database)
     assert chunk_ids(config, spark, big)[: len(before)] == before, "the copy started over"
     assert not uncommitted_files(config, spark, big)
-    resnapshot_killed_after_dropping_the_old_table(config, spark, source, database)
+    resnapshot_killed_after_dropping_the_old_table(config, spark, source, database, ground)
 
 
 def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]:
@@ -192,7 +202,7 @@ def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]
 
 
 def resnapshot_killed_after_dropping_the_old_table(
-    config: Path, spark: object, source: MariaDBSandbox, database: str
+    config: Path, spark: object, source: MariaDBSandbox, database: str, ground: Ground
 ) -> None:
     """`binlake snapshot --tables` of a copied table, killed once it dropped the old Iceberg
     table: the restart copies it again."""
@@ -200,6 +210,7 @@ def resnapshot_killed_after_dropping_the_old_table(
     tables = ("--tables", f"{database}.big")
     killed = run_binlake("snapshot", config, *tables, crash_point="snapshot_after_replace:1")
     assert killed.returncode == KILLED, describe(killed)
+    ground.crash(tear=4096)
     assert chunk_ids(config, spark, f"{database}.big") == []  # dropped, not yet copied
     finish_and_check(config, spark, database)
 

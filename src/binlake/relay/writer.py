@@ -69,7 +69,7 @@ from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition, sequence_number
 from binlake.relay import DEFAULT_BASENAME
 from binlake.relay.write_behind import WriteBehind
-from binlake.storage.durable import fsync_dir, fsync_fd, raise_os_error
+from binlake.storage.durable import fsync_dir, fsync_fd, make_folder, raise_os_error
 from binlake.storage.index import LogIndex, Marker, MarkerOp, index_temp_copies
 from binlake.storage.recovery import RecoveryReport, clear_in_use, recover_log
 
@@ -173,10 +173,7 @@ class RelayLogWriter:
     ) -> RelayLogWriter:
         """Recover the relay log in ``folder`` (creating it if new) and start a new file in it."""
         folder = Path(folder)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise_os_error(exc, folder, "creating the relay log folder")
+        make_folder(folder, "relay log")
         index = LogIndex(folder / f"{basename}.index")
         if not index.exists() and not index_temp_copies(index.path):
             index.write_lines([])

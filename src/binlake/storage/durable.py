@@ -94,6 +94,27 @@ def fsync_dir(folder: str | os.PathLike[str], purpose: str) -> None:
         os.close(fd)
 
 
+def make_folder(folder: str | os.PathLike[str], what: str) -> None:
+    """Create ``folder`` and its missing parents so that a power cut keeps them: each one's
+    entry is fsynced in its parent, and so is ``folder``'s own when it already existed (an
+    earlier process may have died before making it durable). A folder whose creation is lost
+    takes every file in it along, fsynced or not."""
+    folder = Path(folder)
+    missing: list[Path] = []
+    path = folder
+    while not path.is_dir() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    try:
+        for path in reversed(missing):
+            path.mkdir(exist_ok=True)
+            fsync_dir(path.parent, "folder")
+    except OSError as exc:
+        raise_os_error(exc, path, f"creating the {what} folder")
+    if not missing:
+        fsync_dir(folder.parent, "folder")
+
+
 def temp_path_for(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
 

@@ -33,7 +33,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from binlake.errors import StateLockedError
-from binlake.storage.durable import raise_os_error
+from binlake.storage.durable import make_folder, raise_os_error
 
 LOCK_FILE_NAME = "lock"
 #: How long a refused process waits for the holder to finish writing its details.
@@ -191,10 +191,7 @@ def _locked_error(path: Path, holder: LockHolder | None) -> StateLockedError:
 def lock_state_folder(state_dir: Path) -> StateLock:
     """Create the state folder when it is new and take its lock: how every command that
     writes state starts (a second process refuses, naming the first)."""
-    try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise_os_error(exc, state_dir, "creating the state folder")
+    make_folder(state_dir, "state")
     return StateLock.acquire(state_dir)
 
 

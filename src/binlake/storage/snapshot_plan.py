@@ -32,7 +32,7 @@ from pathlib import Path
 from binlake.binlog.names import TableName
 from binlake.crashpoints import crash_point
 from binlake.errors import SnapshotPlanError
-from binlake.storage.durable import atomic_replace, fsync_dir, raise_os_error
+from binlake.storage.durable import atomic_replace, fsync_dir, make_folder, raise_os_error
 
 VERSION = 2
 #: The plan and requests binlake wrote before names were pairs (read, never written).
@@ -145,10 +145,7 @@ def _dotted(key: object) -> TableName:
 
 def write_request(folder: Path, tables: Iterable[TableName]) -> Path:
     """A request for a running replicator to snapshot ``tables`` again."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise_os_error(exc, folder, "creating the snapshot request folder")
+    make_folder(folder, "snapshot request")
     path = folder / f"{new_snapshot_id()}{REQUEST_SUFFIX}"
     names = [[t.database, t.table] for t in sorted(set(tables))]
     text = json.dumps({"version": VERSION, "tables": names}, ensure_ascii=False) + "\n"

@@ -41,7 +41,7 @@ from binlake.lake.catalog.metadata import (
     hadoop_tables,
 )
 from binlake.lake.catalog.target import ICEBERG_CATALOG
-from binlake.storage.durable import atomic_replace, raise_os_error
+from binlake.storage.durable import atomic_replace, make_folder
 from binlake.storage.lock import folder_lock
 
 __all__ = [
@@ -90,10 +90,7 @@ def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, .
     """Make ``warehouse/catalog.sqlite`` ready for Spark: created when missing, with the
     tables of a Hadoop-layout warehouse registered (their identifiers are returned); put in
     WAL mode."""
-    try:
-        warehouse.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise_os_error(exc, warehouse, "creating the warehouse folder")
+    make_folder(warehouse, "warehouse")
     path = warehouse / CATALOG_FILE
     adopted: list[tuple[str, ...]] = []
     # Two processes starting on one warehouse: one creates the catalog, the other sees it.
