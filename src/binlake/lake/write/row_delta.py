@@ -329,7 +329,8 @@ class RowDeltaWriter:
                 data_files.append(
                     self._data_file(target, file.partition, location, size, metrics, sorted_)
                 )
-            for i, group in enumerate(() if vectors else by_position):
+            files_of = () if target.layout.format_version >= 3 else by_position  # v3: DVs
+            for i, group in enumerate(files_of):
                 path = os.path.join(folder, f"deletes-{i}.parquet")
                 size = write_parquet(group.rows, path, target.layout.properties, deletes=True)
                 location, metrics = self._store(target, path, "deletes", by_position=True)
