@@ -18,7 +18,7 @@ from pathlib import Path
 
 from binlake.crashpoints import crash_point
 from binlake.keyindex.store import IndexBuilder, KeyIndex, untrusted
-from binlake.storage.durable import fsync_dir, raise_os_error
+from binlake.storage.durable import fsync_dir, make_folder, raise_os_error
 
 SUFFIX = ".keyindex"
 _NAME = re.compile(r"(?P<uuid>[0-9A-Za-z-]+)\.(?P<generation>\d+)\.keyindex(?P<rest>.*)")
@@ -105,10 +105,5 @@ class IndexFolder:
                         raise_os_error(exc, path, "removing an old key index file")
 
     def _make_folder(self) -> None:
-        if self.folder.is_dir():
-            return
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise_os_error(exc, self.folder, "creating the key index folder")
-        fsync_dir(self.folder.parent, "keyindex")
+        if not self.folder.is_dir():
+            make_folder(self.folder, "key index")
