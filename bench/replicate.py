@@ -169,9 +169,12 @@ def write_config(
     applier: str = "max_seconds = 1.0\nmax_transactions = 100000\n",
     name: str = "binlake.toml",
     layouts: dict[str, str] | None = None,
+    maintenance: str = "schedule_s = 0\n",
 ) -> Path:
     """A config whose state folder is ``folder/state``; ``tables`` of database ``bench``, those
-    in ``layouts`` created partitioned by the field it gives them."""
+    in ``layouts`` created partitioned by the field it gives them. ``maintenance``: the body of
+    ``[maintenance]``; by default no rounds inside ``replicate`` (on by default in binlake):
+    these sections measure the batches (bench/maintain.py measures the rounds)."""
     path = folder / name
     include = ", ".join(f'"bench.{t}"' for t in tables)
     partitioned = "".join(
@@ -182,7 +185,8 @@ def write_config(
         f'[source]\nhost = "127.0.0.1"\nport = {source.sandbox.port}\nuser = "root"\n'
         f'server_id = 4242\n[state]\ndir = "{folder / "state"}"\n'
         f'[target]\nwarehouse = "{warehouse}"\n[tables]\ninclude = [{include}]\n'
-        f"[applier]\n{applier}[snapshot]\ninitial = false\n{partitioned}"
+        f"[applier]\n{applier}[snapshot]\ninitial = false\n"
+        f"[maintenance]\n{maintenance}{partitioned}"
     )
     return path
 

@@ -16,9 +16,12 @@ from binlake_dev.sandbox import MariaDBSandbox
 from lake_targets import TargetSetup, embedded_target
 from replicate_testing import config_for, replicate_in_process
 
-#: Every threshold trips on a tiny table; orphans a day old go (Iceberg's floor).
+#: Every threshold trips on a tiny table; orphans a day old go (Iceberg's floor). No rounds
+#: inside ``replicate`` (on by default): these tests run ``binlake maintain`` where they mean it
+#: (``scheduled`` turns them on).
 MAINTAIN_EVERYTHING = (
     "[maintenance]\n"
+    "schedule_s = 0\n"
     "delete_files_per_data_file = 0.0\n"
     "small_files = 2\n"
     "position_delete_files = 1\n"
@@ -27,6 +30,14 @@ MAINTAIN_EVERYTHING = (
     "keep_snapshots = 1\n"
     "orphan_min_age_s = 86400\n"
 )
+
+
+def scheduled(config: Path) -> None:
+    """``config`` (``MAINTAIN_EVERYTHING``'s) with rounds inside ``replicate`` back to back: the
+    first at the end of its first batch, each next one as the one before ends."""
+    text = config.read_text()
+    assert "schedule_s = 0\n" in text, text
+    config.write_text(text.replace("schedule_s = 0\n", "schedule_s = 0.001\n"))
 
 
 def create_tables(source: MariaDBSandbox, database: str) -> None:
@@ -77,7 +88,7 @@ def maintaining_only(step: str) -> str:
     expiry's first part."""
     tripped = _RUN_BY.get(step, step)
     body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
-    return f"[maintenance]\n{body}orphan_min_age_s = 86400\n"
+    return f"[maintenance]\nschedule_s = 0\n{body}orphan_min_age_s = 86400\n"
 
 
 def replicated_workload(

@@ -39,6 +39,7 @@ from maintain_testing import (
     assert_cut_snapshots_tagged,
     maintaining_only,
     replicated_workload,
+    scheduled,
     write_changes,
 )
 from replicate_testing import (
@@ -150,7 +151,7 @@ def test_replicate_killed_in_its_scheduled_round_beside_batches_restarts_exactly
     applies what the killed run had not (its own first round beside it)."""
     database = "crash_scheduled"
     config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING)
-    config.write_text(config.read_text().replace("[maintenance]\n", SCHEDULED))
+    scheduled(config)
     name = f"lake.{database}.keyed"
     write_changes(source, database, 100)
     killed = run_until_killed(config, "maintain_after_compact")
@@ -161,10 +162,6 @@ def test_replicate_killed_in_its_scheduled_round_beside_batches_restarts_exactly
     replicate_in_process(config, spark)
     assert_history_is_exactly_once(config, spark)
     assert len(assert_verify_passes(config, spark)) == 2
-
-
-#: One round, at the start (the next would be an hour later).
-SCHEDULED = "[maintenance]\nschedule_s = 3600\n"
 
 
 def assert_maintain_tags_again_before_it_expires(

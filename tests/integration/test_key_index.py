@@ -59,6 +59,7 @@ ONE_BATCH = "max_transactions = 100000\nmax_seconds = 120\n"
 TABLE = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40), n INT)"
 COMPACT_ONLY = (
     "[maintenance]\n"
+    "schedule_s = 0\n"
     "delete_files_per_data_file = 0.0\n"
     "small_files = 2\n"
     "manifests = 10000000\n"

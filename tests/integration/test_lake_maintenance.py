@@ -58,6 +58,7 @@ from maintain_testing import (
     maintaining_only,
     recorded_cuts,
     replicated_workload,
+    scheduled,
     write_changes,
 )
 from replicate_testing import (
@@ -186,8 +187,7 @@ def test_replicate_with_scheduled_maintenance_maintains_beside_its_batches_exact
     replicated into that catalog by the tests' own session)."""
     database = f"lm_{uuid.uuid4().hex[:8]}{target.suffix}"
     config = replicated_workload(source, spark, tmp_path, database, MAINTAIN_EVERYTHING, target)
-    scheduled = "[maintenance]\nschedule_s = 3600\n"  # one round: at the start
-    config.write_text(config.read_text().replace("[maintenance]\n", scheduled))
+    scheduled(config)
     keyed = lake_target(load_config(config)).lake_table(TableName(database, "keyed"))
     old = plant_orphan(spark, keyed, age_s=2 * 86_400)
     write_changes(source, database, 100)
@@ -217,6 +217,9 @@ def test_a_scheduled_round_runs_on_its_own_thread_while_replication_commits(
     console = Console(output, live=False)
     maintenance = ScheduledMaintenance(rounds, spark, console, stop, metrics)  # type: ignore[arg-type]
     tables = [TableName(database, "keyed"), TableName(database, "keyless")]
+    maintenance.step(lambda: tables)
+    assert not maintenance.running, "the first round is due schedule_s after the start"
+    time.sleep(1.0)
     maintenance.step(lambda: tables)
     assert maintenance.running, "step returned before its round ended"
     write_changes(source, database, 100)

@@ -63,6 +63,7 @@ from binlake.lake.catalog.target import LakeTarget
 from binlake.lake.spark.session import SparkSession
 from binlake.lake.spark.target_check import probe_catalog
 from binlake.lake.tables.lake import Lake
+from binlake.lake.tables.turns import CompactionTurns
 from binlake.lake.write.key_positions import KeyPositions
 from binlake.maintain.schedule import ScheduledMaintenance
 from binlake.metrics import Metrics
@@ -266,12 +267,18 @@ def build_applier(
         notice = key_index_notice(console, metrics)
         budget = index_budget(open_file_limit())
         positions = KeyPositions(spark, config.state.keyindex_dir, notice, budget)
+    turns = CompactionTurns()  # a table's batches wait while its scheduled round compacts it
     lake = Lake(
-        spark, target, key_columns=config.tables.key_columns, hints=hints, positions=positions
+        spark,
+        target,
+        key_columns=config.tables.key_columns,
+        hints=hints,
+        positions=positions,
+        turns=turns,
     )
     copies = StreamingCopies(SnapshotRunner(config, spark, target, console))
     progress = ApplyProgress(console, metrics, config.state.relay_dir, copy_status=copies.status)
-    maintenance = ScheduledMaintenance(config, spark, console, stop.event, metrics)
+    maintenance = ScheduledMaintenance(config, spark, console, stop.event, metrics, turns)
     cuts = CutRecorder(config, spark, target, console, expiry=maintenance.expiry)
     retry = Retry(
         lambda: probe_catalog(spark, target),

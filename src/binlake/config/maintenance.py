@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from binlake.config.section import Section, setting
-from binlake.config.values import DAY_S, float_value, int_value
+from binlake.config.values import DAY_S, HOUR_S, float_value, int_value
 
 __all__ = ["MaintenanceConfig"]
 
@@ -65,7 +65,7 @@ class MaintenanceConfig(Section):
     snapshot_max_age_s: float = setting(
         "float",
         float_value(0.0, 3650 * DAY_S, low_open=False),
-        DAY_S,
+        HOUR_S,
         "expire snapshots older than this (the newest keep_snapshots, and the applied "
         "position's, are kept)",
     )
@@ -84,13 +84,15 @@ class MaintenanceConfig(Section):
         "remove files no snapshot references once they are this old (at least a day: files a "
         "running replicate stored but has not committed yet are younger)",
     )
-    #: ``binlake replicate`` maintains its tables every this many seconds; 0 = never.
+    #: ``binlake replicate`` maintains its tables every this many seconds (the first round this
+    #: long after its start); 0 = never.
     schedule_s: float = setting(
         "float",
         float_value(0.0, 3650 * DAY_S, low_open=False),
-        0.0,
-        "binlake replicate runs this maintenance on its tables every this many seconds, "
-        "beside its batches; 0 = never (run binlake maintain instead)",
+        30.0,
+        "binlake replicate runs this maintenance on its tables every this many seconds, the "
+        "first round this long after its start, beside its batches; 0 = never (run binlake "
+        "maintain instead)",
     )
     #: Its rounds look for a table's orphan files (a listing of its folder) at most this often
     #: (the first round of a run always does); ``binlake maintain`` does every run.

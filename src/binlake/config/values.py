@@ -18,7 +18,8 @@ from typing import Any
 from binlake.binlog.names import TableGlob, TableName
 from binlake.errors import ConfigError
 
-#: Seconds in a day, for the keys that count in days.
+#: Seconds in an hour and in a day, for the keys that count in them.
+HOUR_S = 3_600.0
 DAY_S = 86_400.0
 
 

@@ -5,8 +5,9 @@ Safe beside a running ``binlake replicate``:
 
 * no step changes a row, and each is one Iceberg commit (orphan removal: file deletions only),
   so the applied position never moves and nothing is applied twice; a compaction keeps the
-  sequence number it started from, so a row delta committed meanwhile still deletes the rows it
-  replaced in the rewritten files;
+  sequence number it started from, so a row delta's equality deletes committed meanwhile still
+  delete the rows they replaced in the rewritten files (position deletes of a replaced file fail
+  the compaction: inside ``replicate`` the table's batches wait for it, ``turns``);
 * the applied position's snapshot is kept by binlake's tags through any expiry
   (``binlake.lake.write.applied_tag``), and so is every snapshot a retained consistent cut names
   (tagged ``binlake-cut-<id>`` just before the table's expiry, in one commit of its own:
@@ -55,6 +56,7 @@ from binlake.lake.tables.maintenance import (
     rewrite_manifests,
     table_health,
 )
+from binlake.lake.tables.turns import CompactionTurns
 from binlake.maintain.plan import Planned, Step, plan_table
 from binlake.retry import Retry
 from binlake.source.policy import Backoff
@@ -89,12 +91,16 @@ class Maintainer:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         stop: threading.Event | None = None,
         expiry: ExpiryLock | None = None,
+        turns: CompactionTurns | None = None,
     ) -> None:
         self.config = config
         #: Held from the expiry's cut tags to its end; the applier's cut recording yields to
         #: it (``binlake.apply.cuts.CutRecorder.expiry``), in this process or, through the
         #: state folder, in another on this host (``binlake.storage.expiry_lock``).
         self.expiry = expiry
+        #: A compaction's turn on its table: the batches of this process's ``replicate`` wait
+        #: for it (``binlake.lake.tables.turns``); None: ``binlake maintain``, no batches here.
+        self.turns = turns
         self.spark = spark
         self.console = console
         self.clock = clock
@@ -167,19 +173,23 @@ class Maintainer:
             older = now - timedelta(seconds=config.orphan_min_age_s)
             return remove_orphan_files(self.spark, catalog, identifier, older)
 
-        with sync.committing(), self._holding(step):
+        with sync.committing(), self._holding(table, step):
             counts = self._retry.run(work, self._refresh(table))
         sync.sync()  # Iceberg never fsyncs: the step's files are durable before the next one
         crash_point(f"maintain_after_{step.value}")
         return counts or {}
 
     @contextmanager
-    def _holding(self, step: Step) -> Iterator[None]:
-        """``expiry`` held around the expiry step (its tags, then the expiry itself)."""
-        if step is not Step.EXPIRE or self.expiry is None:
-            yield
-            return
-        with self.expiry:
+    def _holding(self, table: TableName, step: Step) -> Iterator[None]:
+        """``expiry`` held around the expiry step (its tags, then the expiry itself); the
+        table's turn (``turns``) around a compaction, its retries included."""
+        if step is Step.EXPIRE and self.expiry is not None:
+            with self.expiry:
+                yield
+        elif step is Step.COMPACT and self.turns is not None:
+            with self.turns.compacting(table):
+                yield
+        else:
             yield
 
     def _protect_cut_snapshots(self, table: TableName, sync: WarehouseSync) -> None:

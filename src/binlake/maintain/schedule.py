@@ -1,6 +1,9 @@
-"""Maintenance inside ``binlake replicate`` (``[maintenance] schedule_s``): at the start and every
-``schedule_s`` seconds after, each table the applier replicates gets what its health calls for
-(``Maintainer.maintain``: the thresholds of ``[maintenance]``).
+"""Maintenance inside ``binlake replicate`` (``[maintenance] schedule_s``, on by default): every
+``schedule_s`` seconds, the first round ``schedule_s`` after the start, each table the applier
+replicates gets what its health calls for (``Maintainer.maintain``: the thresholds of
+``[maintenance]``). Not at the start: a run that starts behind catches up first, and a run
+shorter than ``schedule_s`` (a ``--until-caught-up`` run from cron) never maintains (``binlake
+maintain`` does that).
 
 A round runs on a thread of its own (``binlake-maintenance``), beside the batches: replication
 never waits for it. Its Spark jobs run in the scheduler pool ``POOL`` (binlake's sessions set
@@ -26,7 +29,6 @@ a run that caught up, it waits for the round to finish.
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 import uuid
@@ -37,6 +39,7 @@ from binlake.config import Config
 from binlake.console import Console
 from binlake.errors import BinlakeError
 from binlake.lake.spark.session import SparkSession
+from binlake.lake.tables.turns import CompactionTurns
 from binlake.maintain.plan import orphans_due
 from binlake.maintain.runner import Maintainer, TableReport
 from binlake.metrics import MAINTENANCE_REWRITTEN_BYTES, MAINTENANCE_STEPS, Metrics
@@ -57,6 +60,7 @@ class ScheduledMaintenance:
         console: Console,
         stop: threading.Event,
         metrics: Metrics | None = None,
+        turns: CompactionTurns | None = None,
     ) -> None:
         self.every_s = config.maintenance.schedule_s
         self.console = console
@@ -67,12 +71,12 @@ class ScheduledMaintenance:
         #: applier's cut recording waits for it (``binlake.apply.cuts.CutRecorder.expiry``).
         self.expiry = ExpiryLock(config.state.dir)
         self._maintainer = (
-            Maintainer(config, spark, console, stop=stop, expiry=self.expiry)
+            Maintainer(config, spark, console, stop=stop, expiry=self.expiry, turns=turns)
             if self.every_s
             else None
         )
-        #: The first round is due at the first chance (the start), then every ``every_s``.
-        self._last = -math.inf
+        #: The first round is due ``every_s`` after the start, then ``every_s`` after the last.
+        self._last = time.monotonic()
         self._config = config.maintenance
         #: When each table's ``orphans`` step last ran (``time.monotonic``), this run only.
         self._orphans_last: dict[TableName, float] = {}

@@ -2,8 +2,7 @@
 
 What the applier knows of a table comes from the table itself (one source of truth per fact):
 its schema (column comments hold the source types, identifier fields the key), and its applied
-position and batch number (the newest binlake snapshot's summary). Nothing is cached across
-runs.
+position and batch number (the newest binlake snapshot's summary). Nothing is cached across runs.
 
 * ``alter``: an ALTER TABLE is applied when its batch (a DDL is a batch alone) is: the schema
   is evolved from the statement (``evolution.plan_from_statement``), then one commit carries the
@@ -19,11 +18,11 @@ runs.
   key, configured key columns, or a change log), or evolved with ``evolution.plan_evolution`` from
   the DDL seen since the two were last in sync: an ALTER ``alter`` could not plan from its text
   (a type it cannot place, or DDL already waiting) is *pending* until then, and its positioned
-  commit (backfill or empty append) follows that evolution, before the batch's MERGE, at the
-  ALTER's own position and batch properties. Schema changes are metadata commits without a
-  position: after a crash they are planned again against what is already there.
-* ``commit``: one MERGE INTO (keyed tables) or one append (change logs) carrying the batch's
-  ``binlake.*`` properties: the data and the position in one atomic Iceberg commit.
+  commit (backfill or empty append) follows that evolution, before the batch's rows, at the
+  ALTER's position and batch properties. Schema changes are metadata commits without a position:
+  after a crash they are planned again against what is already there.
+* ``commit``: a keyed table's row delta or MERGE (after this process's compaction of it:
+  ``turns``), a change log's append; data and position in one commit (``binlake.*`` properties).
 """
 
 from __future__ import annotations
@@ -77,6 +76,7 @@ from binlake.lake.spark.lookup import lake_schema_if_exists, read_lake_schema
 from binlake.lake.spark.types import spark_schema
 from binlake.lake.tables.actions import drop_table
 from binlake.lake.tables.create import TableMaker
+from binlake.lake.tables.turns import CompactionTurns
 from binlake.lake.write.changes import ChangeLog, KeyedChanges
 from binlake.lake.write.commit import append_with_commit_properties, execute_with_commit_properties
 from binlake.lake.write.key_positions import KeyPositions
@@ -167,6 +167,7 @@ class Lake:
         hints: SourceHints,
         on_evolved: Callable[[TableName], None] = lambda _table: None,
         positions: KeyPositions | None = None,
+        turns: CompactionTurns | None = None,
     ) -> None:
         self.spark = spark
         self.target = target
@@ -182,6 +183,7 @@ class Lake:
         #: Each table's ``exact_from``, read with the applied positions.
         self._bounds: dict[TableName, SourcePosition | None] = {}
         self._keyed = KeyedWriter(spark, positions)  # positions: None, equality deletes
+        self._turns = turns or CompactionTurns()  # a keyed table's commits wait for compactions
         self._maker = TableMaker(spark, target)
 
     # ---- what the lake holds -------------------------------------------------------------
@@ -526,7 +528,9 @@ class Lake:
         if isinstance(changes, ChangeLog):
             write = self._append_log(table, schema, changes, properties)
         else:
-            write = self._keyed.commit(table.name, schema, changes, properties, str(table.source))
+            with self._turns.committing(table.source):
+                source = str(table.source)
+                write = self._keyed.commit(table.name, schema, changes, properties, source)
         self._positioned(table, position)
         return write
 
@@ -539,9 +543,8 @@ class Lake:
     ) -> Write:
         """Append a change log's rows in one snapshot: a data file staged here and committed
         through Iceberg's API with the position and the tags (``binlake.lake.write.row_delta``: no
-        Spark job) where the table can take it, else a DataFrame append (a partitioned
-        table: only keyed tables' batches are split by partition here; or one
-        ``DeltaLayout.refusal`` names)."""
+        Spark job) where the table can take it, else a DataFrame append (a partitioned table,
+        whose batches only keyed tables split here; or one ``DeltaLayout.refusal`` names)."""
         write = Write(WritePath.APPEND)
         merged = {**properties, **write.properties()}
         rows = changes.to_arrow(schema.columns)
