@@ -10,7 +10,7 @@ from enum import StrEnum
 from binlake.binlog.names import TableGlob, TableName
 from binlake.config.layout import TableLayout, layout_value
 from binlake.config.section import Section, setting
-from binlake.config.values import enum_value, globs_value, key_columns_value
+from binlake.config.values import enum_value, globs_value, int_value, key_columns_value
 
 __all__ = ["OnDrop", "TablesConfig"]
 
@@ -49,6 +49,14 @@ class TablesConfig(Section):
         key_columns_value,
         {},
         '"db.table" = [columns]: the key of a table without a primary key (else a change log)',
+    )
+    #: The Iceberg format version of the tables binlake creates (``lake/schema/sql.py``).
+    format_version: int = setting(
+        "int",
+        int_value(2, 3),
+        2,
+        "Iceberg format version of the tables binlake creates: 2 (position-delete files; "
+        "every reader of Iceberg v2) or 3 (deletion vectors, one per data file; readers with v3)",
     )
     #: A table -> its partition spec and sort order, applied when binlake creates it.
     layout: Mapping[TableName, TableLayout] = setting(

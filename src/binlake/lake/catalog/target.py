@@ -44,6 +44,8 @@ class LakeTarget:
     key_columns: Mapping[TableName, tuple[str, ...]] = field(default_factory=dict)
     #: Partition spec and sort order of the tables binlake creates (``[tables.layout]``).
     layouts: Mapping[TableName, TableLayout] = field(default_factory=dict)
+    #: Their Iceberg format version (``[tables] format_version``).
+    format_version: int = 2
     #: ``[spark] jars``, ``master_ui`` and ``executor_wait_s``.
     jars: tuple[str, ...] = ()
     master_ui: str | None = None
@@ -141,6 +143,7 @@ def lake_target(config: Config) -> LakeTarget:
         spark_conf=spark_conf,
         key_columns={t: tuple(c) for t, c in config.tables.key_columns.items()},
         layouts=dict(config.tables.layout),
+        format_version=config.tables.format_version,
         jars=config.spark.jars,
         master_ui=config.spark.master_ui,
         executor_wait_s=config.spark.executor_wait_s,

@@ -73,10 +73,11 @@ class TableMaker:
             if self._api is None:
                 self._api = creates_through_api(self.spark, self.target.catalog)
         layout = self.target.layouts.get(source)
+        properties = {**TABLE_PROPERTIES, "format-version": str(self.target.format_version)}
         if self._api:
-            made = create_table(self.spark, name, schema, layout, TABLE_PROPERTIES, str(source))
+            made = create_table(self.spark, name, schema, layout, properties, str(source))
             return None if made is None else lake_schema_of_json(json.loads(made), source)
-        for statement in create_table_statements(name, schema, layout=layout):
+        for statement in create_table_statements(name, schema, properties, layout):
             self._sql(statement, source)
         return None
 
