@@ -134,9 +134,12 @@ def test_changes_of_one_key_in_one_batch_are_exact_in_one_row_delta_commit(
     assert batch[f"added-{kept}-deletes"] == "6" and f"added-{dropped}-deletes" not in batch
     if vectors:  # Iceberg counts a DV apart from the position-delete files
         assert batch["added-dvs"] == "1" and f"added-{kept}-delete-files" not in batch
-        assert spark.table(f"{lake_name(config, f'{database}.t')}.delete_files").select(
-            "file_format"
-        ).collect()[0][0] == "PUFFIN"
+        assert (
+            spark.table(f"{lake_name(config, f'{database}.t')}.delete_files")
+            .select("file_format")
+            .collect()[0][0]
+            == "PUFFIN"
+        )
     else:
         assert batch[f"added-{kept}-delete-files"] == "1"
     assert set(live_delete_kinds(spark, config, f"{database}.t")) == {
