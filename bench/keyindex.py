@@ -16,9 +16,17 @@ Per size N (default ``1000000,10000000``), in a temporary folder:
   peak resident memory (``VmHWM``) against the same child at N / 10: the index must not grow
   the applier with the table (ratio near 1).
 
+``--spark-rows N`` (comma-separated sizes) measures instead the rebuild as a batch meets it:
+an Iceberg table of N rows (``spark.range``: a ``bigint`` key and two columns, made with
+binlake's table properties by one ``createOrReplace``, ``local[2]``), its index missing; the
+time of ``KeyPositions.begin`` (Spark reads each data file's keys and positions, the index is
+built, renamed into place and opened), against Spark reading the same key column
+from the files (``SELECT sum(id)``: the read alone) as the reference.
+
 Not a test; run it on a quiet machine. A quick check: ``--keys 100000 --lookups 20000``.
 
     .venv/bin/python bench/keyindex.py [--keys 1000000,10000000] [--lookups 200000] [--batches 20]
+    .venv/bin/python bench/keyindex.py --spark-rows 1000000,10000000
 """
 
 from __future__ import annotations
@@ -198,13 +206,58 @@ def measure(count: int, lookups: int, batches: int) -> None:
         )
 
 
+def spark_rebuilds(sizes: list[int]) -> None:
+    """The rebuild of a missing index as a batch meets it, Spark's read included."""
+    from binlake.lake.schema.sql import TABLE_PROPERTIES
+    from binlake.lake.spark.session import SparkSettings, build_session, stop_session
+    from binlake.lake.write.key_positions import KeyPositions
+    from binlake.lake.write.row_delta import RowDeltaWriter
+
+    with tempfile.TemporaryDirectory(prefix="binlake-bench-keyindex-spark-") as temp:
+        root = Path(temp)
+        spark = build_session(SparkSettings(warehouse=root / "warehouse"))
+        try:
+            spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.b")
+            for rows in sizes:
+                name = f"lake.b.t{rows}"
+                frame = spark.range(rows).selectExpr("id", "id % 97 AS a", "uuid() AS s")
+                writer = frame.writeTo(name).using("iceberg")
+                for key, value in TABLE_PROPERTIES.items():
+                    writer = writer.tableProperty(key, value)
+                writer.createOrReplace()
+                spark.sql(f"SELECT sum(id) FROM {name}").collect()  # warm
+                started = time.perf_counter()
+                spark.sql(f"SELECT sum(id) FROM {name}").collect()
+                read_s = time.perf_counter() - started
+                target = RowDeltaWriter(spark).open(name, ("id",), f"b.t{rows}")
+                positions = KeyPositions(spark, root / f"keyindex{rows}", lambda _error: None)
+                started = time.perf_counter()
+                batch = positions.begin(target, f"b.t{rows}")
+                rebuild_s = time.perf_counter() - started
+                positions.end(batch, None)
+                size = sum(f.stat().st_size for f in (root / f"keyindex{rows}").rglob("*"))
+                positions.close()
+                print(
+                    f"rows {rows:,}: rebuild with Spark's read {rebuild_s:.1f} s; Spark's read "
+                    f"of the key column alone {read_s:.1f} s: ratio {rebuild_s / read_s:.1f}x; "
+                    f"index {size / rows:.1f} bytes/row on disk",
+                    flush=True,
+                )
+        finally:
+            stop_session(spark)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", default="1000000,10000000")
     parser.add_argument("--lookups", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--spark-rows", help="sizes of the rebuild with Spark's read instead")
     args = parser.parse_args()
+    if args.spark_rows:
+        spark_rebuilds([int(n) for n in args.spark_rows.split(",")])
+        return
     if args.child:
         result = work(args.child, int(args.keys), args.lookups, args.batches)
         print(json.dumps(result))
