@@ -63,6 +63,14 @@ MAX_CATCH_UP = 2000
 #: bytes of data files (a small table's first batch after its copy: hundreds of tables in a
 #: wide database, each a Spark job otherwise).
 READ_HERE_BYTES = 32 << 20
+#: The key reads' Spark tasks read at most this much of a data file each (Iceberg splits a file
+#: at its row groups: one of binlake's 16 MiB ones per task). The driver takes a task's entries
+#: whole (``toLocalIterator``, one task at a time): with Iceberg's 128 MiB splits a rebuild of a
+#: 10 M-row table ran the driver's default 1 GB heap out of memory (``bench/keyindex.py``).
+SPLIT_BYTES = 8 << 20
+_SPLIT = str(SPLIT_BYTES)
+#: The entries travel from the executors as Arrow IPC streams compressed with zstd.
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 _BLOB = "blob binary"
 
 
@@ -209,7 +217,7 @@ def read_entries(
             tasks = _tasks(jvm, target, files, table, optional)
             if files is None:
                 loaded = spark.read.format("iceberg").option("snapshot-id", str(base))
-                frame = loaded.load(set_id)
+                frame = loaded.option("split-size", _SPLIT).load(set_id)
             else:
                 if tasks.isEmpty():
                     return
@@ -258,7 +266,8 @@ def _staged_frame(spark: SparkSession, set_id: str) -> DataFrame:
     key = f"spark.sql.catalog.{CACHE_CATALOG}"
     if spark.conf.get(key, None) is None:
         spark.conf.set(key, "org.apache.iceberg.spark.SparkCachedTableCatalog")
-    return spark.read.option("scan-task-set-id", set_id).table(f"{CACHE_CATALOG}.`{set_id}`")
+    reader = spark.read.option("scan-task-set-id", set_id).option("split-size", _SPLIT)
+    return reader.table(f"{CACHE_CATALOG}.`{set_id}`")
 
 
 def _unchanged_small_files(target: DeltaTable) -> list[JavaObject] | None:
@@ -381,7 +390,7 @@ def pack_entries(width: int, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
             }
         )
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, out.schema) as writer:
+        with pa.ipc.new_stream(sink, out.schema, options=_IPC) as writer:
             writer.write_table(out)
         yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], ["blob"])
 
