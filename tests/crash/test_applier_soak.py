@@ -397,6 +397,7 @@ def soak(
             receiver="max_relay_file_size = 65536\n",
             applier="max_seconds = 1.5\n",
             port=proxy.port,
+            target=None if ground is None else ground.lake(spark),
         )
         if ground is not None:
             ground.settle()

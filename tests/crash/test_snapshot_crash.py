@@ -24,12 +24,12 @@ from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
 from cut_modes import CUT, KILL, Ground
 from lake_builder import as_table
+from lake_targets import TargetSetup
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
     describe,
-    lake_warehouse,
     module_source,
     refresh,
     replicate_in_process,
@@ -88,6 +88,7 @@ def prepare(
     spark: object,
     database: str,
     chunk_rows: int = CHUNK_ROWS,
+    target: TargetSetup | None = None,
 ) -> Path:
     source.execute(f"CREATE DATABASE {database}")
     with source.connect(database) as conn, conn.cursor() as cursor:
@@ -98,7 +99,8 @@ def prepare(
         )
         cursor.execute("CREATE TABLE loose (a INT, b TEXT)")
         cursor.execute("INSERT INTO loose SELECT seq MOD 3, 'x' FROM seq_1_to_500")
-    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {chunk_rows}\n")
+    snapshot = f"chunk_rows = {chunk_rows}\n"
+    return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 
 def chunk_ids(config_path: Path, spark: object, table: str) -> list[int]:
@@ -164,7 +166,7 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     big = f"{database}.big"
     folder = ground.folder("run")
     folder.mkdir()
-    config = prepare(folder, source, spark, database, LINEAGE_CHUNK_ROWS)
+    config = prepare(folder, source, spark, database, LINEAGE_CHUNK_ROWS, ground.lake(spark))
     ground.settle()
     before: list[int] = []
     for run, kill in enumerate(KILLS, start=1):
@@ -196,7 +198,7 @@ def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]
     name = target.lake_table(as_table(table))
     rows = spark.sql(f"SELECT file_path FROM {name}.all_data_files").collect()  # type: ignore[attr-defined]
     referenced = {Path(str(row[0]).removeprefix("file:")).name for row in rows}
-    folder = lake_warehouse(spark).joinpath(*target.identifier(as_table(table)), "data")
+    folder = target.warehouse.joinpath(*target.identifier(as_table(table)), "data")
     copies = folder.rglob("binlake-copy-*.parquet")
     return sorted(p.name for p in copies if p.name not in referenced)
 

@@ -34,6 +34,7 @@ import sqlite3
 from pathlib import Path
 
 from binlake.errors import CatalogConfigError
+from binlake.lake.catalog.lost_commits import set_back_lost_commits
 from binlake.lake.catalog.metadata import (
     CATALOG_FILE,
     METADATA_DIR,
@@ -89,7 +90,7 @@ def embedded_catalog_conf(name: str, warehouse: Path) -> dict[str, str]:
 def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, ...]]:
     """Make ``warehouse/catalog.sqlite`` ready for Spark: created when missing, with the
     tables of a Hadoop-layout warehouse registered (their identifiers are returned); put in
-    WAL mode."""
+    WAL mode; its rows a power cut left ahead of their files set back (``lost_commits``)."""
     make_folder(warehouse, "warehouse")
     path = warehouse / CATALOG_FILE
     adopted: list[tuple[str, ...]] = []
@@ -101,6 +102,14 @@ def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, .
         db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                set_back_lost_commits(db, catalog)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
         finally:
             db.close()
     return adopted
