@@ -208,8 +208,9 @@ def assert_maintain_tags_again_before_it_expires(
     only_cut_tag: set[int] = set()
     for name in ("keyed", "keyless"):
         named = assert_cut_snapshots_tagged(config, spark, f"{database}.{name}")
-        table_refs = refs(spark, f"lake.{database}.{name}")  # type: ignore[arg-type]
-        kept = set(snapshots(spark, f"lake.{database}.{name}"))  # type: ignore[arg-type]
+        lake = f"{load_config(config).target.catalog}.{database}.{name}"
+        table_refs = refs(spark, lake)  # type: ignore[arg-type]
+        kept = set(snapshots(spark, lake))  # type: ignore[arg-type]
         assert kept == {snapshot for _, snapshot in table_refs.values()}, "expired the rest"
         others = {s for n, (_, s) in table_refs.items() if not n.startswith(CUT_TAG_PREFIX)}
         only_cut_tag |= named - others

@@ -17,7 +17,9 @@ leaves a result set open, which holds an SQLite read transaction on that connect
 its commits then fail with ``SQLITE_BUSY_SNAPSHOT`` once another process has written. The V0
 layout has no views (binlake writes none). The database is in WAL mode (readers such as ``binlake
 status`` never block a commit), with ``synchronous=FULL`` (a commit is durable when it returns)
-and a busy timeout: a commit waits for another process's, it does not fail.
+and a busy timeout: a commit waits for another process's, it does not fail. Iceberg writes the
+files a row names without fsyncing them (binlake fsyncs them before its checkpoint moves past
+them): a row a power cut left ahead of its files is set back on every start (``lost_commits``).
 
 A warehouse the Hadoop default wrote (table folders with ``v<N>.metadata.json``, no
 ``catalog.sqlite``) is adopted on first use: every table is registered at its current metadata
