@@ -105,13 +105,7 @@ def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, .
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                set_back_lost_commits(db, catalog)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+            set_back_lost_commits(db, catalog)
         finally:
             db.close()
     return adopted

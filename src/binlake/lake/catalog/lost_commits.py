@@ -59,32 +59,55 @@ class SetBack:
 
 
 def set_back_lost_commits(db: sqlite3.Connection, catalog: str) -> list[SetBack]:
-    """Set back every row of ``catalog`` whose metadata file is not whole (module doc)."""
+    """Set back every row of ``catalog`` whose metadata file is not whole (module doc).
+    ``db`` in autocommit mode: the rows are checked without a lock (a running writer's commits
+    go on), and each row found not whole is checked again and set back in a transaction of
+    its own that holds the write lock (a row a commit moved on meanwhile is left alone)."""
     rows = db.execute(
-        "SELECT table_namespace, table_name, metadata_location, previous_metadata_location "
-        "FROM iceberg_tables WHERE catalog_name = ?",
+        "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables "
+        "WHERE catalog_name = ?",
         (catalog,),
     ).fetchall()
     done = []
-    for namespace, table, location, previous in rows:
+    for namespace, table, location in rows:
         if whole_metadata(_local_path(location)):
             continue
-        current = _fallback(_local_path(location), previous)
-        if current is None:
-            db.execute(
-                "DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
-                "AND table_name = ? AND metadata_location = ?",
-                (catalog, namespace, table, location),
-            )
-        else:
-            db.execute(
-                "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = "
-                "NULL WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? "
-                "AND metadata_location = ?",
-                (current, catalog, namespace, table, location),
-            )
-        done.append(SetBack(namespace, table, location, current))
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            set_back = _set_back(db, catalog, namespace, table)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        if set_back is not None:
+            done.append(set_back)
     return done
+
+
+def _set_back(db: sqlite3.Connection, catalog: str, namespace: str, table: str) -> SetBack | None:
+    row = db.execute(
+        "SELECT metadata_location, previous_metadata_location FROM iceberg_tables "
+        "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
+        (catalog, namespace, table),
+    ).fetchone()
+    if row is None or whole_metadata(_local_path(row[0])):
+        return None
+    location, previous = row
+    current = _fallback(_local_path(location), previous)
+    if current is None:
+        db.execute(
+            "DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
+            "AND table_name = ? AND metadata_location = ?",
+            (catalog, namespace, table, location),
+        )
+    else:
+        db.execute(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = "
+            "NULL WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? "
+            "AND metadata_location = ?",
+            (current, catalog, namespace, table, location),
+        )
+    return SetBack(namespace, table, location, current)
 
 
 def _fallback(lost: Path, previous: str | None) -> str | None:
