@@ -459,18 +459,6 @@ class CatalogCommitUnknownError(CatalogError):
     )
 
 
-class LostCommitError(CatalogError):
-    """A power cut left the embedded catalog naming a table metadata file that is missing or
-    torn, and no single whole earlier version of the table to set it back to
-    (``binlake.lake.catalog.lost_commits``). ``file`` is the lost metadata file."""
-
-    exit_code = 65
-    default_hint = (
-        "restore the warehouse from a backup, or drop the table (binlake snapshot --tables "
-        "DB.TABLE copies it again)"
-    )
-
-
 class CommitConflictError(SparkStatementError):
     """Another writer committed to the table first (Iceberg's optimistic concurrency:
     ``CommitFailedException``, or a ``ValidationException`` naming conflicting files): the

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from binlake.errors import LostCommitError
+from binlake.errors import TargetError
 from binlake.lake.catalog.embedded import prepare_embedded_catalog
-from binlake.lake.catalog.lost_commits import whole_metadata
+from binlake.lake.catalog.lost_commits import LOST_COMMIT, whole_metadata
 from binlake.lake.catalog.metadata import CATALOG_FILE
 
 pytestmark = pytest.mark.unit
@@ -153,9 +153,9 @@ def test_two_whole_versions_of_one_number_are_refused_with_the_lost_file_named(
     second = table.version(2)
     point(tmp_path, table, second)
     second.unlink()
-    with pytest.raises(LostCommitError) as raised:
+    with pytest.raises(TargetError) as raised:
         prepare_embedded_catalog(tmp_path, CATALOG)
-    assert raised.value.file == str(second)
+    assert (raised.value.check, raised.value.file) == (LOST_COMMIT, str(second))
     assert "snapshot --tables" in raised.value.hint
     assert location_of(tmp_path, table) == str(second)  # nothing changed
 
@@ -167,5 +167,5 @@ def test_a_table_with_no_whole_version_left_is_refused(tmp_path: Path) -> None:
     second = table.version(2)
     point(tmp_path, table, second, first)
     second.unlink()
-    with pytest.raises(LostCommitError, match="no whole metadata file"):
+    with pytest.raises(TargetError, match="no whole metadata file"):
         prepare_embedded_catalog(tmp_path, CATALOG)

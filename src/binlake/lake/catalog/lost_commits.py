@@ -19,7 +19,7 @@ commit that lost a race left its file, and which won is unknown). The restart th
 lost commit's transactions again from the relay log, by position. A row with no metadata file
 left at all was a table created after the last fsync: the row goes too (the restart creates the
 table again). A table with metadata files none of which is whole is refused
-(``LostCommitError``): its durable history is gone.
+(``TargetError``, check ``lost_commit``): its durable history is gone.
 
 What this does not see: a data or delete file, or a manifest, lost under a whole metadata file
 and manifest list (a real disk may write pages back in any order; the power-cut file system
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from binlake.errors import FileAccessError, LostCommitError
+from binlake.errors import FileAccessError, TargetError
 from binlake.lake.catalog.metadata import _local_path, load_metadata
 
-__all__ = ["SetBack", "set_back_lost_commits", "whole_metadata"]
+__all__ = ["LOST_COMMIT", "SetBack", "set_back_lost_commits", "whole_metadata"]
 
 #: ``<N>-<uuid>.metadata.json`` (the JDBC catalog's) or ``v<N>.metadata.json`` (an adopted
 #: Hadoop table's), gzip-compressed ones too.
@@ -127,11 +127,18 @@ def _fallback(lost: Path, previous: str | None) -> str | None:
     raise _refusal(lost, "no whole metadata file is left")
 
 
-def _refusal(lost: Path, why: str) -> LostCommitError:
-    return LostCommitError(
+#: ``TargetError.check`` of a table ``set_back_lost_commits`` cannot set back.
+LOST_COMMIT = "lost_commit"
+
+
+def _refusal(lost: Path, why: str) -> TargetError:
+    return TargetError(
         f"the catalog names {lost.name}, lost in a power cut, and {why}",
+        hint="restore the warehouse from a backup, or drop the table (binlake snapshot "
+        "--tables DB.TABLE copies it again)",
         file=str(lost),
         table=lost.parent.parent.name,
+        check=LOST_COMMIT,
     )
 
 
