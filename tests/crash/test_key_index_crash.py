@@ -13,8 +13,9 @@ One lineage kills at each point in turn (each restart recovers from the kill bef
 table is partitioned (``bucket(2, id)``, ``truncate(100, v)``: an update of ``v`` may move its
 row to another partition), so the catch-up and the rebuilds read each data file's partition again,
 and every position delete must land in its data file's partition. In ``cut`` mode (``make
-power-cut``) its state folder, key indexes included, is on the power-cut file system and the
-power is cut after each kill (tests/cut_modes.py).
+power-cut``) its state folder, key indexes included, and its warehouse (``Ground.lake``:
+``catalog.sqlite`` with it) are on the power-cut file system and the power is cut after each
+kill (tests/cut_modes.py).
 """
 
 from __future__ import annotations

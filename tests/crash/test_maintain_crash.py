@@ -11,6 +11,11 @@ thresholds call for; ``prune`` after its compaction) killed once the step's comm
 orphans, its deletions) is done, after each step in turn on one table: replication goes on
 after each kill, every table's history is exactly once, and `verify` passes at the end.
 
+In ``cut`` mode (``make power-cut``) the state folder and the warehouse (``Ground.lake``) are on
+the power-cut file system and the power is cut after each kill: a commit no fsync covered may be
+taken back (and set back on start), so the checks of what the killed run left are the ones a
+cut allows.
+
 ``maintain_after_protect``: killed between the expiry's tag commit (the ``binlake-cut-<id>``
 tags on the snapshots retained consistent cuts name) and the expiry: the tags are there, no
 snapshot is expired. Replication then records new cuts (a cut after every batch, the newest

@@ -7,6 +7,11 @@ with the new shape, and the kills after it resume that copy. The finished copy's
 then killed after dropping the old table.
 
 Also a table dropped under a copy: the copy ends, streaming replays the DROP.
+
+In ``cut`` mode (``make power-cut``) the state folder and the warehouse (``Ground.lake``) are on
+the power-cut file system and the power is cut after each kill: a copy's chunk commits are
+fsynced only when its table is done, so a cut may make the copy start over; the lineage's
+resume checks are the kill mode's, the rest (no key twice, exactly once, equal at the end) both.
 """
 
 from __future__ import annotations
