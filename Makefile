@@ -14,7 +14,9 @@
 #   make power-cut   deps + venv + spark-deps, then the power-cut tier (issue #38): every test
 #                    marked powercut (kill -9 then a power cut at each crash point, the FUSE
 #                    power-cut file system's own tests, POWER_CUTS=200 cuts at random instants
-#                    of the soak's workload), the slow ones included
+#                    of the soak's workload), the slow ones included; the state folder is on the
+#                    power-cut file system, and for the Spark-side points and the soak the
+#                    embedded warehouse too (Iceberg's files, catalog.sqlite and its WAL)
 #   make soak        the slow soak: kill -9 at random during a mixed workload with DDL, plus
 #                    network faults, source restarts and torn relay tails; MINUTES=5 [SEED=n]
 #   make demo        deps + venv + spark-deps, then scripts/demo.py

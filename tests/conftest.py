@@ -236,4 +236,6 @@ def ground(request: pytest.FixtureRequest, tmp_path: Path) -> Ground:
     ``cut`` (tests/cut_modes.py)."""
     mode = getattr(request, "param", KILL)
     mount = request.getfixturevalue("power_mount") if mode == CUT else None
-    return Ground(mode, tmp_path, mount)
+    ground = Ground(mode, tmp_path, mount)
+    request.addfinalizer(ground.release)
+    return ground

@@ -128,6 +128,8 @@ class TargetSetup:
     #: Put on database names: the targets of a test share its module's source server.
     suffix: str = ""
     cluster: SparkCluster | None = None
+    #: The warehouse folder when not the session's (an embedded catalog of a test's own).
+    warehouse: Path | None = None
 
     @property
     def embedded(self) -> bool:

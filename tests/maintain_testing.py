@@ -125,8 +125,9 @@ def assert_cut_snapshots_tagged(config_path: Path, spark: object, table: str) ->
     reads ``VERSION AS OF`` it, and is tagged ``binlake-cut-<id>``; no other snapshot has a cut
     tag. Returns those snapshots."""
     database, _, name = table.partition(".")
-    named = cut_snapshots(load_config(config_path), spark, (database, name))
-    lake = f"lake.{table}"
+    config = load_config(config_path)
+    named = cut_snapshots(config, spark, (database, name))
+    lake = f"{config.target.catalog}.{table}"
     spark.sql(f"REFRESH TABLE {lake}")  # type: ignore[attr-defined]
     have = set(snapshots(spark, lake))  # type: ignore[arg-type]
     assert named and named <= have, f"{table}: snapshots cuts name {named}, gone {named - have}"

@@ -86,7 +86,8 @@ def write_config(
     binlog (the snapshot tests turn it on). ``port``: where to connect to instead of the
     source's own port (a proxy in front of it). ``target``: the lake target (its [catalog] and
     [spark] sections; default: the embedded catalog in ``warehouse``)."""
-    catalog = "" if target is None or target.embedded else f'catalog = "{target.catalog}"\n'
+    named = target is not None and (not target.embedded or target.catalog != "lake")
+    catalog = f'catalog = "{target.catalog}"\n' if named else ""
     include_text = ", ".join(f'"{glob}"' for glob in include)
     exclude_text = ", ".join(f'"{glob}"' for glob in exclude)
     path.write_text(
@@ -130,18 +131,20 @@ class Sections(TypedDict, total=False):
     tables: str
     snapshot: str
     port: int
-    target: TargetSetup
+    target: TargetSetup | None
 
 
 def config_for(
     folder: Path, source: MariaDBSandbox, spark: object, database: str, **sections: Unpack[Sections]
 ) -> Path:
     """``folder/binlake.toml``: ``source``'s database ``database`` replicated into the session's
-    warehouse (``write_config``; ``sections`` as there)."""
+    warehouse, or the target's own (``write_config``; ``sections`` as there)."""
+    target = sections.get("target")
+    own = None if target is None else target.warehouse
     return write_config(
         folder / "binlake.toml",
         source,
-        warehouse=lake_warehouse(spark),
+        warehouse=lake_warehouse(spark) if own is None else own,
         include=[f"{database}.*"],
         **sections,
     )

@@ -7,8 +7,9 @@ on `local[2]`, and Iceberg's JDBC catalog (PostgreSQL) from a Spark standalone c
 (`tests/lake_targets.py`).
 
 On the embedded target the lineage also runs in ``cut`` mode (``make power-cut``): its state
-folder (relay log, state files, checkpoint, key indexes) on the power-cut file system, the power
-cut after each kill (tests/cut_modes.py); the warehouse stays on the ordinary disk.
+folder (relay log, state files, checkpoint, key indexes) and its warehouse (Iceberg's files and
+the embedded catalog's ``catalog.sqlite``) on the power-cut file system, the power cut after each
+kill (tests/cut_modes.py).
 
 Also a transaction larger than ``[applier] max_bytes`` (its row images read back from the relay
 log as applied) killed between its two tables' commits, then restarted.
@@ -119,6 +120,7 @@ def test_replicate_killed_at_every_apply_crash_point_in_turn_then_restarted_is_e
     workload = ShopWorkload(source, database).create()
     folder = ground.folder("run")
     folder.mkdir()
+    target = ground.lake(spark) or target
     config = config_for(
         folder,
         source,

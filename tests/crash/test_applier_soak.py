@@ -30,8 +30,9 @@ enough for a deck of each sees every fault kind. The seed is printed before the 
   applier's own connection to the source once stopped replicate; the applier now reads those
   facts from the relay log, and this keeps the failure from coming back unseen).
 
-Power cuts at random instants (issue #38): the same soak with the state folder on the power-cut
-file system (tests/cut_modes.py); after each kill (of the run's whole process group, its JVM
+Power cuts at random instants (issue #38): the same soak with the state folder and the warehouse
+(an embedded catalog of its own, ``catalog.sqlite`` with it) on the power-cut file system
+(tests/cut_modes.py); after each kill (of the run's whole process group, its JVM
 too) the power is cut (everything not fsynced dropped; the newest unsynced write torn at 512 or
 4096 bytes, or not, at random) instead of a relay tail torn by hand. A run that stops by itself
 after a cut is a refusal: counted, and it must be typed (a BinlakeError's "error:" and "hint:"
@@ -397,6 +398,7 @@ def soak(
             receiver="max_relay_file_size = 65536\n",
             applier="max_seconds = 1.5\n",
             port=proxy.port,
+            target=None if ground is None else ground.lake(spark),
         )
         if ground is not None:
             ground.settle()

@@ -13,8 +13,9 @@ One lineage kills at each point in turn (each restart recovers from the kill bef
 table is partitioned (``bucket(2, id)``, ``truncate(100, v)``: an update of ``v`` may move its
 row to another partition), so the catch-up and the rebuilds read each data file's partition again,
 and every position delete must land in its data file's partition. In ``cut`` mode (``make
-power-cut``) its state folder, key indexes included, is on the power-cut file system and the
-power is cut after each kill (tests/cut_modes.py).
+power-cut``) its state folder, key indexes included, and its warehouse (``Ground.lake``:
+``catalog.sqlite`` with it) are on the power-cut file system and the power is cut after each
+kill (tests/cut_modes.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from key_index_testing import (
     live_delete_kinds,
     run_sql,
 )
+from lake_targets import TargetSetup
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
@@ -60,7 +62,13 @@ def workload(source: MariaDBSandbox, database: str, step: int) -> None:
         conn.commit()
 
 
-def replicated(tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str) -> Path:
+def replicated(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: Any,
+    database: str,
+    target: TargetSetup | None = None,
+) -> Path:
     source.execute(f"CREATE DATABASE {database}")
     run_sql(
         source,
@@ -69,7 +77,7 @@ def replicated(tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str
         "INSERT INTO t SELECT seq, seq FROM seq_1_to_300",
     )
     layout = f'[tables.layout."{database}.t"]\npartition = ["bucket(2, id)", "truncate(100, v)"]\n'
-    config = config_for(tmp_path, source, spark, database, tables=layout)
+    config = config_for(tmp_path, source, spark, database, tables=layout, target=target)
     replicate_in_process(config, spark)
     return config
 
@@ -101,7 +109,7 @@ def test_killed_at_each_key_index_step_the_restart_leaves_one_true_index(
     table = f"{database}.t"
     folder = ground.folder("run")
     folder.mkdir()
-    config = replicated(folder, source, spark, database)
+    config = replicated(folder, source, spark, database, ground.lake(spark))
     ground.settle()
     workload(source, database, 2)
     killed = run_until_killed(config, "keyindex_after_delta_commit:1", CRASH_TIMEOUT_S)

@@ -11,6 +11,11 @@ thresholds call for; ``prune`` after its compaction) killed once the step's comm
 orphans, its deletions) is done, after each step in turn on one table: replication goes on
 after each kill, every table's history is exactly once, and `verify` passes at the end.
 
+In ``cut`` mode (``make power-cut``) the state folder and the warehouse (``Ground.lake``) are on
+the power-cut file system and the power is cut after each kill: a commit no fsync covered may be
+taken back (and set back on start), so the checks of what the killed run left are the ones a
+cut allows.
+
 ``maintain_after_protect``: killed between the expiry's tag commit (the ``binlake-cut-<id>``
 tags on the snapshots retained consistent cuts name) and the expiry: the tags are there, no
 snapshot is expired. Replication then records new cuts (a cut after every batch, the newest
@@ -75,23 +80,46 @@ def test_replicate_killed_before_a_tag_move_leaves_no_tag_and_restarts_exactly_o
     layout = f'[tables.layout."{database}.log"]\npartition = ["bucket(2, id)"]\n'
     folder = ground.folder("run")
     folder.mkdir()
+    lake = ground.lake(spark)
     config = config_for(
-        folder, source, spark, database, applier="max_transactions = 2\n", tables=layout
+        folder,
+        source,
+        spark,
+        database,
+        applier="max_transactions = 2\n",
+        tables=layout,
+        target=lake,
     )
     ground.settle()
     killed = run_until_killed(config, "lake_before_tag_move:2")
     assert killed.returncode == -9, f"not killed at lake_before_tag_move\n{describe(killed)}"
     ground.crash(tear=4096)
-    name = f"lake.{database}.log"
-    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
-    assert len([s for s in current_lineage(spark, name) if s.binlake]) == 2  # type: ignore[arg-type]
-    assert APPLIED_TAG not in refs(spark, name)  # type: ignore[arg-type]
+    name = f"{'lake' if lake is None else lake.catalog}.{database}.log"
+    if ground.cutting:
+        assert_tag_on_the_newest_or_absent(spark, name)
+    else:
+        spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+        assert len([s for s in current_lineage(spark, name) if s.binlake]) == 2  # type: ignore[arg-type]
+        assert APPLIED_TAG not in refs(spark, name)  # type: ignore[arg-type]
     source.execute(f"UPDATE {database}.log SET v = v * 10 WHERE id > 3")
     replicate_in_process(config, spark)
     assert_verify_passes(config, spark)
     assert assert_history_is_exactly_once(config, spark)[f"{database}.log"] >= 4
     newest = next(s for s in current_lineage(spark, name) if s.binlake)  # type: ignore[arg-type]
     assert refs(spark, name)[APPLIED_TAG] == ("tag", newest.snapshot_id)  # type: ignore[arg-type]
+
+
+def assert_tag_on_the_newest_or_absent(spark: object, name: str) -> None:
+    """After a power cut the table holds what the killed run's last checkpoint covered, or
+    more (the commits the cut took back are set back on start: none of them may be left, and
+    the table itself may be gone when it was created since); the tag is never on an older
+    snapshot than the newest binlake one."""
+    if not spark.catalog.tableExists(name):  # type: ignore[attr-defined]
+        return
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    newest = next((s for s in current_lineage(spark, name) if s.binlake), None)  # type: ignore[arg-type]
+    tag = refs(spark, name).get(APPLIED_TAG)  # type: ignore[arg-type]
+    assert tag is None or (newest is not None and tag == ("tag", newest.snapshot_id)), tag
 
 
 #: A cut after every batch, the newest three retained (no interval kept): the cuts the killed
@@ -118,9 +146,10 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
     folder = ground.folder("run")
     folder.mkdir()
     # A cut after every batch from the start: the protect step tags the snapshots cuts name.
-    config = replicated_workload(source, spark, folder, database, CUTS_EVERY_BATCH)
+    lake = ground.lake(spark)
+    config = replicated_workload(source, spark, folder, database, CUTS_EVERY_BATCH, lake)
     base = config.read_text()
-    name = f"lake.{database}.keyed"
+    name = f"{'lake' if lake is None else lake.catalog}.{database}.keyed"
     for run, step in enumerate(STEPS, start=1):
         config.write_text(base + maintaining_only(step))
         ground.settle()
@@ -130,7 +159,9 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
         assert killed.returncode == -9, f"not killed after {step}\n{describe(killed)}"
         ground.crash(tear=4096)
         spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
-        if step == "prune":  # the compaction's delete files gone from the current snapshot
+        # The compaction's delete files gone from the current snapshot (after a power cut the
+        # maintenance commits no fsync covered may be taken back: no step changes a row).
+        if step == "prune" and not ground.cutting:
             assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
         if step == "protect":  # the cut tags committed, the expiry not started
             tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")
@@ -179,8 +210,9 @@ def assert_maintain_tags_again_before_it_expires(
     only_cut_tag: set[int] = set()
     for name in ("keyed", "keyless"):
         named = assert_cut_snapshots_tagged(config, spark, f"{database}.{name}")
-        table_refs = refs(spark, f"lake.{database}.{name}")  # type: ignore[arg-type]
-        kept = set(snapshots(spark, f"lake.{database}.{name}"))  # type: ignore[arg-type]
+        lake = f"{load_config(config).target.catalog}.{database}.{name}"
+        table_refs = refs(spark, lake)  # type: ignore[arg-type]
+        kept = set(snapshots(spark, lake))  # type: ignore[arg-type]
         assert kept == {snapshot for _, snapshot in table_refs.values()}, "expired the rest"
         others = {s for n, (_, s) in table_refs.items() if not n.startswith(CUT_TAG_PREFIX)}
         only_cut_tag |= named - others

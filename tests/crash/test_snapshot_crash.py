@@ -7,6 +7,11 @@ with the new shape, and the kills after it resume that copy. The finished copy's
 then killed after dropping the old table.
 
 Also a table dropped under a copy: the copy ends, streaming replays the DROP.
+
+In ``cut`` mode (``make power-cut``) the state folder and the warehouse (``Ground.lake``) are on
+the power-cut file system and the power is cut after each kill: a copy's chunk commits are
+fsynced only when its table is done, so a cut may make the copy start over; the lineage's
+resume checks are the kill mode's, the rest (no key twice, exactly once, equal at the end) both.
 """
 
 from __future__ import annotations
@@ -24,12 +29,12 @@ from binlake.storage.snapshot_plan import SnapshotPlan
 from binlake_dev.sandbox import MariaDBSandbox
 from cut_modes import CUT, KILL, Ground
 from lake_builder import as_table
+from lake_targets import TargetSetup
 from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
     describe,
-    lake_warehouse,
     module_source,
     refresh,
     replicate_in_process,
@@ -88,6 +93,7 @@ def prepare(
     spark: object,
     database: str,
     chunk_rows: int = CHUNK_ROWS,
+    target: TargetSetup | None = None,
 ) -> Path:
     source.execute(f"CREATE DATABASE {database}")
     with source.connect(database) as conn, conn.cursor() as cursor:
@@ -98,7 +104,8 @@ def prepare(
         )
         cursor.execute("CREATE TABLE loose (a INT, b TEXT)")
         cursor.execute("INSERT INTO loose SELECT seq MOD 3, 'x' FROM seq_1_to_500")
-    return config_for(tmp_path, source, spark, database, snapshot=f"chunk_rows = {chunk_rows}\n")
+    snapshot = f"chunk_rows = {chunk_rows}\n"
+    return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 
 def chunk_ids(config_path: Path, spark: object, table: str) -> list[int]:
@@ -164,14 +171,18 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
     big = f"{database}.big"
     folder = ground.folder("run")
     folder.mkdir()
-    config = prepare(folder, source, spark, database, LINEAGE_CHUNK_ROWS)
+    config = prepare(folder, source, spark, database, LINEAGE_CHUNK_ROWS, ground.lake(spark))
     ground.settle()
     before: list[int] = []
     for run, kill in enumerate(KILLS, start=1):
         killed_at(config, kill)
         ground.crash(tear=4096)
         now = chunk_ids(config, spark, big)
-        if run > 1 and KILLS[run - 2] == ALTERED_AFTER:
+        # A power cut takes back the chunk commits no fsync covered (a table's copy is fsynced
+        # when it is done): the copy may start over then; what is checked below still holds.
+        if ground.cutting:
+            pass
+        elif run > 1 and KILLS[run - 2] == ALTERED_AFTER:
             assert before and not set(now) & set(before), "the altered table was not copied again"
         else:
             assert now[: len(before)] == before, f"started over at {kill}"
@@ -183,9 +194,10 @@ def test_a_snapshot_killed_at_every_crash_point_in_turn_resumes_after_its_last_c
             for statement in ALTER:
                 source.execute(statement.format(db=database))
         before = now
-    assert len(before) > 2, before  # the chunks the killed runs committed
+    assert ground.cutting or len(before) > 2, before  # the chunks the killed runs committed
     finish_and_check(config, spark, database)
-    assert chunk_ids(config, spark, big)[: len(before)] == before, "the copy started over"
+    kept = chunk_ids(config, spark, big)[: len(before)]
+    assert ground.cutting or kept == before, "the copy started over"
     assert not uncommitted_files(config, spark, big)
     resnapshot_killed_after_dropping_the_old_table(config, spark, source, database, ground)
 
@@ -196,7 +208,7 @@ def uncommitted_files(config_path: Path, spark: object, table: str) -> list[str]
     name = target.lake_table(as_table(table))
     rows = spark.sql(f"SELECT file_path FROM {name}.all_data_files").collect()  # type: ignore[attr-defined]
     referenced = {Path(str(row[0]).removeprefix("file:")).name for row in rows}
-    folder = lake_warehouse(spark).joinpath(*target.identifier(as_table(table)), "data")
+    folder = target.warehouse.joinpath(*target.identifier(as_table(table)), "data")
     copies = folder.rglob("binlake-copy-*.parquet")
     return sorted(p.name for p in copies if p.name not in referenced)
 

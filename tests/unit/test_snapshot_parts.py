@@ -36,6 +36,7 @@ from binlake.lake.catalog.snapshot_progress import (
 )
 from binlake.lake.write.delta_files import DeltaLayout, parse_layout
 from binlake.position import SourcePosition
+from binlake.snapshot import chunk_files
 from binlake.snapshot.chunk_files import FileTarget, write_chunk_file
 from binlake.snapshot.chunk_task import ChunkPlan, KeyRange, chunk_query, chunk_source
 from binlake.snapshot.columns import CopyColumn
@@ -301,3 +302,20 @@ def test_chunk_tasks_carry_no_password_and_read_it_on_the_executor(
     by_file = chunk_source(replace(load_config(path, {"TEST_CHUNK_PASSWORD": "x"}).source,
                                    password_env=None, password_file=tmp_path / "pw"))  # fmt: skip
     assert by_file.password() == secret.encode() and secret.encode() not in pickle.dumps(by_file)
+
+
+def test_a_chunk_file_is_made_durable_with_every_folder_up_to_the_warehouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's folders are the JVM's, never fsynced: each one's entry up to the warehouse
+    folder is fsynced with the file (a power cut would take a new table's files along), and no
+    folder above the warehouse."""
+    synced: list[Path] = []
+    monkeypatch.setattr(chunk_files, "fsync_dir", lambda folder, _purpose: synced.append(folder))
+    warehouse = tmp_path / "warehouse"
+    data = warehouse / "db" / "t" / "data"
+    files = chunk_file_target(str(data), "binlake-copy-x", _id_layout({}), warehouse)
+    batch = pa.record_batch([pa.array(range(10), pa.int64())], schema=files.schema)
+    path, _size, _rows = write_chunk_file(files, 1, "a", iter([batch]))
+    assert path is not None
+    assert synced == [data, data.parent, data.parent.parent, warehouse]

@@ -16,10 +16,12 @@ naming the column, before the file exists.
 Names: ``<prefix>-<chunk>-<attempt>.parquet`` in the table's data folder; the prefix names the
 copy (``binlake-copy-<id>``), so a resumed copy finds files no commit references (an attempt
 killed after writing, a crash before the commit) and deletes them. A failed attempt deletes its
-own partial file. On a local warehouse the file is fsynced, and so is its folder, before the task
-reports it (the commit that references it comes later, from the driver); other file systems
-(S3, GCS, HDFS, ABFS) are written through ``pyarrow.fs`` with the executor's own credentials,
-and are durable when the stream closes.
+own partial file. On a local warehouse the file is fsynced, and so are its folder and every
+folder above it up to the warehouse's (``durable_root``: a new table's folders are the JVM's,
+never fsynced; the power-cut tier found chunk files lost with them), before the task reports
+it (the commit that references it comes later, from the driver); other file systems (S3, GCS,
+HDFS, ABFS) are written through ``pyarrow.fs`` with the executor's own credentials, and are
+durable when the stream closes.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ class FileTarget:
     #: buffered (pyarrow writes one row group per call: batches are gathered first).
     row_group_rows: int = 1 << 20
     row_group_bytes: int = 128 << 20
+    #: The local warehouse folder holding ``data_dir`` (None: not local): the folders from
+    #: ``data_dir`` up to it are fsynced with each file (the JVM makes a new table's folders
+    #: without fsyncing them, and a folder whose entry a power cut drops takes its files along).
+    durable_root: str | None = None
 
     def name(self, chunk: int, attempt: str) -> str:
         return f"{self.prefix}-{chunk:06d}-{attempt}.parquet"
@@ -123,7 +129,21 @@ def _write_local(
             raise_os_error(exc, path, "writing a snapshot chunk file")
         raise
     fsync_dir(path.parent, "snapshot chunk files")
+    _fsync_up_to(path.parent, target.durable_root)
     return path.stat().st_size, rows
+
+
+def _fsync_up_to(folder: Path, root: str | None) -> None:
+    """Fsync the parents of ``folder`` up to ``root`` (included), when it is inside it."""
+    if root is None:
+        return
+    top = Path(root)
+    if top not in folder.parents:
+        return
+    for parent in folder.parents:
+        fsync_dir(parent, "snapshot chunk files")
+        if parent == top:
+            return
 
 
 def _write_remote(

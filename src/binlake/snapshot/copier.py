@@ -60,6 +60,7 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 
 from binlake.binlog.names import TableName
 from binlake.console import Console
@@ -95,6 +96,7 @@ from binlake.snapshot.chunk_task import (
 from binlake.snapshot.progress import CopyProgress
 from binlake.snapshot.source_reads import SourceReads, TableShape
 from binlake.storage.snapshot_plan import PlanEntry
+from binlake.storage.warehouse_sync import local_warehouse
 
 #: A chunk job's pieces are small: one task per chunk, one row group of Arrow data per task.
 _COPY_ATTEMPTS = 20
@@ -264,7 +266,10 @@ class TableCopier:
     ) -> ChunkPlan:
         layout = target.layout
         files = chunk_file_target(
-            self.writer.data_folder(target, str(entry.table)), copy_prefix(entry), layout
+            self.writer.data_folder(target, str(entry.table)),
+            copy_prefix(entry),
+            layout,
+            local_warehouse(self.lake.target),
         )
         start = resume.progress.next[0] if resume.progress and resume.progress.next else None
         ranges = self.reads.ranges(shape, chunk_rows=self.chunk_rows, cores=self.cores, start=start)
@@ -353,15 +358,19 @@ class CopyProgressSink:
         self.line: str | None = None
 
 
-def chunk_file_target(data_dir: str, prefix: str, layout: DeltaLayout) -> FileTarget:
+def chunk_file_target(
+    data_dir: str, prefix: str, layout: DeltaLayout, warehouse: Path | None = None
+) -> FileTarget:
     """How a copy's tasks write the table's files: its schema with field ids, its
-    ``write.parquet.*`` options and its row-group size (``write.parquet.row-group-size-bytes``)."""
+    ``write.parquet.*`` options and its row-group size (``write.parquet.row-group-size-bytes``);
+    ``warehouse``: the local warehouse folder, fsynced up to with each file."""
     return FileTarget(
         data_dir,
         prefix,
         layout.arrow_schema(),
         parquet_options(layout.properties, deletes=False),
         row_group_bytes=row_group_bytes(layout.properties),
+        durable_root=None if warehouse is None else str(warehouse),
     )
 
 

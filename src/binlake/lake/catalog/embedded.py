@@ -17,7 +17,9 @@ leaves a result set open, which holds an SQLite read transaction on that connect
 its commits then fail with ``SQLITE_BUSY_SNAPSHOT`` once another process has written. The V0
 layout has no views (binlake writes none). The database is in WAL mode (readers such as ``binlake
 status`` never block a commit), with ``synchronous=FULL`` (a commit is durable when it returns)
-and a busy timeout: a commit waits for another process's, it does not fail.
+and a busy timeout: a commit waits for another process's, it does not fail. Iceberg writes the
+files a row names without fsyncing them (binlake fsyncs them before its checkpoint moves past
+them): a row a power cut left ahead of its files is set back on every start (``lost_commits``).
 
 A warehouse the Hadoop default wrote (table folders with ``v<N>.metadata.json``, no
 ``catalog.sqlite``) is adopted on first use: every table is registered at its current metadata
@@ -34,6 +36,7 @@ import sqlite3
 from pathlib import Path
 
 from binlake.errors import CatalogConfigError
+from binlake.lake.catalog.lost_commits import set_back_lost_commits
 from binlake.lake.catalog.metadata import (
     CATALOG_FILE,
     METADATA_DIR,
@@ -89,7 +92,7 @@ def embedded_catalog_conf(name: str, warehouse: Path) -> dict[str, str]:
 def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, ...]]:
     """Make ``warehouse/catalog.sqlite`` ready for Spark: created when missing, with the
     tables of a Hadoop-layout warehouse registered (their identifiers are returned); put in
-    WAL mode."""
+    WAL mode; its rows a power cut left ahead of their files set back (``lost_commits``)."""
     make_folder(warehouse, "warehouse")
     path = warehouse / CATALOG_FILE
     adopted: list[tuple[str, ...]] = []
@@ -101,6 +104,8 @@ def prepare_embedded_catalog(warehouse: Path, catalog: str) -> list[tuple[str, .
         db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            set_back_lost_commits(db, catalog)
         finally:
             db.close()
     return adopted
