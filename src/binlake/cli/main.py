@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from binlake import __version__
+from binlake import __version__, compiled
 from binlake.cli import (
     binlog_cmd,
     check_source_cmd,
@@ -30,6 +30,8 @@ from binlake.errors import BinlakeError
 Handler = Callable[[argparse.Namespace], int]
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+#: The commands that decode events in bulk: they say once when they run pure Python.
+HOT_COMMANDS = ("replicate", "receive", "binlog")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="binlake",
         description="Exactly-once replication of MySQL/MariaDB binlogs into Apache Iceberg.",
     )
-    parser.add_argument("--version", action="version", version=f"binlake {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"binlake {__version__}, {compiled.describe()}"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     binlog_cmd.register(commands)
@@ -72,6 +76,8 @@ def report_error(error: BinlakeError) -> int:
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
+    if args.command in HOT_COMMANDS:
+        compiled.say_once_if_pure(sys.stderr)
     try:
         return handler(args)
     except BinlakeError as error:
