@@ -19,15 +19,19 @@ from binlake.compiled import BUILD_RECORD, COMPILED_MODULES, PURE_ENV, pure_reas
 
 PACKAGE = Path(binlake.__file__).parent
 TESTS = Path(__file__).parents[1]
+STALE = "stale build: `pip install -e .`"
 IMPORT_ALL = "import importlib; " + "; ".join(
     f"print(importlib.import_module({m!r}).__file__)" for m in COMPILED_MODULES
 )
 
 
-def run_python(code: str, path: Path | str, **env: str) -> subprocess.CompletedProcess[str]:
+def run_python(
+    code: str, path: Path | str, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != PURE_ENV}
     environ.update(PYTHONPATH=str(path), **env)
-    return subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True)
+    command = [sys.executable, "-c", code, *args]
+    return subprocess.run(command, env=environ, capture_output=True, text=True)
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +65,7 @@ def test_a_source_edited_after_the_build_makes_every_compiled_module_load_from_s
 ) -> None:
     header = source_path("binlake.binlog.header", fake_build)
     header.write_text(header.read_text() + "\n# edited\n")
-    assert pure_reason(fake_build) == "stale build: `pip install -e .`"
+    assert pure_reason(fake_build) == STALE
     run = run_python(IMPORT_ALL, fake_build.parent)
     assert run.returncode == 0, run.stderr
     files = run.stdout.split()
@@ -70,7 +74,7 @@ def test_a_source_edited_after_the_build_makes_every_compiled_module_load_from_s
 
 def test_a_build_without_its_record_is_refused(fake_build: Path) -> None:
     (fake_build / BUILD_RECORD).unlink()
-    assert pure_reason(fake_build) == "stale build: `pip install -e .`"
+    assert pure_reason(fake_build) == STALE
     assert run_python(IMPORT_ALL, fake_build.parent).returncode == 0
 
 
@@ -118,6 +122,24 @@ def test_pure_python_is_said_once_per_process_in_one_line(
     assert lines == [
         "binlake: running pure Python (not built: `pip install -e .` with a C compiler)"
     ]
+
+
+def test_a_stale_build_is_said_once_after_a_dump_and_not_before_an_error(
+    fake_build: Path, tmp_path: Path
+) -> None:
+    header = source_path("binlake.binlog.header", fake_build)
+    header.write_text(header.read_text() + "\n# edited\n")
+    code = "import sys; from binlake.cli.main import run; sys.exit(run(sys.argv[1:]))"
+    fixture = TESTS / "fixtures" / "binlog" / "types.binlog"
+    dump = run_python(code, fake_build.parent, "binlog", "dump", str(fixture))
+    assert dump.returncode == 0 and "Format_desc" in dump.stdout
+    assert dump.stderr.splitlines() == [f"binlake: running pure Python ({STALE})"]
+    missing = run_python(
+        code, fake_build.parent, "binlog", "dump", str(tmp_path / "nowhere.000001")
+    )
+    lines = missing.stderr.splitlines()
+    assert missing.returncode != 0 and len(lines) == 2
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: ")
 
 
 def test_pure_python_asked_for_is_not_said(

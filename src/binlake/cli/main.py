@@ -30,8 +30,11 @@ from binlake.errors import BinlakeError
 Handler = Callable[[argparse.Namespace], int]
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
-#: The commands that decode events in bulk: they say once when they run pure Python.
-HOT_COMMANDS = ("replicate", "receive", "binlog")
+#: The commands that decode events in bulk say once when they run pure Python (binlake.compiled):
+#: the long-running ones first (their stderr is a log), the others after a success (an error
+#: stays its two lines).
+LONG_RUNNING_COMMANDS = ("replicate", "receive")
+HOT_COMMANDS = (*LONG_RUNNING_COMMANDS, "binlog")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,9 +78,16 @@ def report_error(error: BinlakeError) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler: Handler = args.handler
-    if args.command in HOT_COMMANDS:
+    if args.command in LONG_RUNNING_COMMANDS:
         compiled.say_once_if_pure(sys.stderr)
+    code = handle(args)
+    if code == 0 and args.command in HOT_COMMANDS:
+        compiled.say_once_if_pure(sys.stderr)
+    return code
+
+
+def handle(args: argparse.Namespace) -> int:
+    handler: Handler = args.handler
     try:
         return handler(args)
     except BinlakeError as error:
