@@ -28,7 +28,7 @@ PLAN = runpy.run_path(str(PACKAGE / "compiled.py"))
 def why_not_compiled() -> str | None:
     if os.environ.get(PLAN["PURE_ENV"]) == "1":
         return f"{PLAN['PURE_ENV']}=1"
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    compiler = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         return f"no C compiler ({compiler})"
     if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
