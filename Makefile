@@ -2,14 +2,18 @@
 #
 #   make deps        system packages (MariaDB server and client, Java 17, jarjar, the SQLite JDBC
 #                    driver of the embedded catalog, PostgreSQL server and its JDBC driver for the
-#                    JDBC catalog tests, FUSE 3 for the power-cut file system), only when missing
+#                    JDBC catalog tests, FUSE 3 for the power-cut file system, a C compiler and
+#                    Python's headers for the compiled hot path), only when missing
 #   make venv        .venv with python 3.11 and the editable package with its dev extra (pyspark),
+#                    its hot path compiled by mypyc in place (setup.py; pure Python without a
+#                    compiler), rebuilt when a compiled module's source changes,
 #                    plus dev/ (binlake-dev: the MariaDB sandbox of the tests, demo and benches,
 #                    and the tests' other readers of the lake: PyIceberg, DuckDB and its iceberg
 #                    and avro extensions, all from PyPI: dev/pyproject.toml)
 #   make spark-deps  deps + venv, then the repaired Iceberg runtime in ~/.cache/binlake/jars
 #                    (python -m binlake.lake.spark.runtime: builds once, verifies checksums after)
-#   make test        deps + venv + spark-deps, then the fast test suite
+#   make test        deps + venv + spark-deps, then the fast test suite, then the property tier
+#                    again on the pure-Python fallback (BINLAKE_PURE_PYTHON=1)
 #   make lint        ruff check, ruff format --check, mypy --strict
 #   make power-cut   deps + venv + spark-deps, then the power-cut tier (issue #38): every test
 #                    marked powercut (kill -9 then a power cut at each crash point, the FUSE
@@ -62,6 +66,10 @@ PG_JDBC_APT_PACKAGE := libpostgresql-jdbc-java
 # The power-cut file system of the tests (binlake_dev.powercut): fusermount3, and libfuse 3,
 # which its Python binding (mfusepy, dev/pyproject.toml) loads.
 FUSE_APT_PACKAGES := fuse3 libfuse3-3
+# mypyc's C (setup.py): a C compiler, and the headers of $(PYTHON) (pyenv's Pythons have their
+# own; a Debian python3 needs python3-dev). Without them binlake installs and runs pure Python.
+COMPILER_APT_PACKAGE := build-essential
+PYTHON_HEADERS_APT_PACKAGE := python3-dev
 
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="tests/unit -x"`.
 PYTEST_ARGS ?=
@@ -123,6 +131,17 @@ deps:
 	else \
 	  missing="$$missing $(FUSE_APT_PACKAGES)"; \
 	fi; \
+	if command -v gcc >/dev/null 2>&1 && command -v make >/dev/null 2>&1; then \
+	  echo "deps: C compiler already installed ($$(gcc --version | head -n 1))"; \
+	else \
+	  missing="$$missing $(COMPILER_APT_PACKAGE)"; \
+	fi; \
+	if [ -z "$(PYTHON)" ] || $(PYTHON) -c 'import os, sys, sysconfig; \
+	    sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then \
+	  echo "deps: Python headers already installed (or no python 3.11 yet)"; \
+	else \
+	  missing="$$missing $(PYTHON_HEADERS_APT_PACKAGE)"; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  mkdir -p /usr/share/man/man1; \
@@ -134,11 +153,21 @@ $(VENV_PY):
 	@test -n "$(PYTHON)" || { echo "venv: no python 3.11 found (tried python3, python3.11)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
-$(DEV_STAMP): pyproject.toml dev/pyproject.toml | $(VENV_PY)
+$(DEV_STAMP): pyproject.toml setup.py dev/pyproject.toml | $(VENV_PY)
 	$(VENV_PY) -m pip install -q -e '.[dev]' -e ./dev
+	@touch $@ $(COMPILED_STAMP)
+
+# The compiled modules (binlake.compiled.COMPILED_MODULES) rebuilt in place when one of their
+# sources changed: binlake refuses a stale build (runs pure Python), so the tests would not run
+# the compiled code. Without a compiler this is the quick pure build.
+COMPILED_STAMP := $(VENV)/.compiled
+COMPILED_SOURCES = $(shell $(PYTHON) -c 'import runpy; plan = runpy.run_path("src/binlake/compiled.py"); \
+	print(*(plan["source_path"](m).relative_to(plan["PACKAGE"].parents[1]) for m in plan["COMPILED_MODULES"]))')
+$(COMPILED_STAMP): $(DEV_STAMP) src/binlake/compiled.py $(COMPILED_SOURCES)
+	$(VENV_PY) -m pip install -q --no-deps -e .
 	@touch $@
 
-venv: $(DEV_STAMP)
+venv: $(DEV_STAMP) $(COMPILED_STAMP)
 
 spark-deps: deps venv
 	@$(VENV_PY) -m binlake.lake.spark.runtime
@@ -154,7 +183,10 @@ test: deps venv spark-deps
 	@rc=0; $(VENV)/bin/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=15 \
 	  $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5); failing" >&2; fi; \
-	exit $$rc
+	[ $$rc -eq 0 ] || exit $$rc; \
+	echo "make test: the property tier again, on the pure-Python fallback"; \
+	BINLAKE_PURE_PYTHON=1 $(VENV)/bin/pytest -m "property and not slow" -n $(TEST_WORKERS) \
+	  --dist loadfile tests/property
 
 # The tier on the test processes first, then the random-instant soak alone (its counts printed).
 POWER_CUT_SOAK := tests/crash/test_applier_soak.py::test_power_cuts_at_random_instants_during_a_mixed_workload_lose_nothing_and_double_nothing
@@ -204,4 +236,6 @@ bench: deps venv spark-deps bench-deps $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build src/*.egg-info
+	find src -name '*.so' -delete
+	rm -f src/binlake/compiled.sha256
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -4,7 +4,9 @@ Builds a binlog of at least 200k rows in varied shapes (inserts, updates with be
 images, deletes; integers, strings, decimals, temporal values, blobs) on a sandbox MariaDB, then
 in the same run measures:
 
-- binlake: read the file, check every CRC32, decode every row of every rows event (one core);
+- binlake: read the file, check every CRC32, decode every row of every rows event (one core),
+  compiled and pure Python (``BINLAKE_PURE_PYTHON=1``), each in a subprocess of its own (a build
+  that is absent or stale runs pure Python both times: the mode is printed beside each figure);
 - python-mysql-replication 1.0.17 decoding the same events from the same server (it has no file
   reader, so it reads them over the replication protocol, as its users do);
 - ``mariadb-binlog --verbose FILE > /dev/null`` (C, the reference decoder).
@@ -17,17 +19,21 @@ Prints rows/s for each and the ratios. Not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from pymysql.cursors import Cursor
 
 from binlake.binlog.rows import RowsEvent, decode_rows
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
+from binlake.compiled import PURE_ENV, describe
 from binlake_dev.sandbox import MariaDBSandbox
 
 SCHEMA = [
@@ -92,6 +98,23 @@ def count_rows_binlake(files: list[Path]) -> tuple[int, float]:
     return total, time.perf_counter() - start
 
 
+class Decoded(NamedTuple):
+    rows: int
+    seconds: float
+    mode: str  # binlake.compiled.describe() of the process that decoded
+
+
+def decode_in_subprocess(files: list[Path], *, pure: bool) -> Decoded:
+    """``count_rows_binlake`` in a fresh process, compiled modules or (``pure``) not."""
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    if pure:
+        env[PURE_ENV] = "1"
+    command = [sys.executable, __file__, "--decode-only", *map(str, files)]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    rows, seconds, mode = out.rstrip("\n").split("\t")
+    return Decoded(int(rows), float(seconds), mode)
+
+
 def count_rows_pymysqlreplication(sandbox: MariaDBSandbox, first_file: str) -> tuple[int, float]:
     from pymysqlreplication import BinLogStreamReader
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -126,7 +149,12 @@ def time_mariadb_binlog(files: list[Path]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--decode-only", nargs="+", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.decode_only:  # the child of decode_in_subprocess
+        rows, seconds = count_rows_binlake(args.decode_only)
+        print(f"{rows}\t{seconds}\t{describe()}")
+        return
     base = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
     try:
         with MariaDBSandbox(base, extra_args=["--max-binlog-size=1073741824"]) as sandbox:
@@ -134,23 +162,30 @@ def main() -> None:
             sandbox.flush_logs()
             files = [f for f in sandbox.binlog_files()[:-1]]
             size = sum(f.stat().st_size for f in files)
-            ours_rows, ours_s = count_rows_binlake(files)
+            ours = [decode_in_subprocess(files, pure=pure) for pure in (False, True)]
             ref_rows, ref_s = count_rows_pymysqlreplication(sandbox, files[0].name)
             c_s = time_mariadb_binlog(files)
-        report(size, ours_rows, ours_s, ref_rows, ref_s, c_s)
+        report(size, ours, ref_rows, ref_s, c_s)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def report(size: int, rows: int, ours: float, ref_rows: int, ref: float, c_s: float) -> None:
+def report(size: int, ours: list[Decoded], ref_rows: int, ref: float, c_s: float) -> None:
+    rows = ours[0].rows
     print(f"binlog: {size / 1e6:.1f} MB, {rows} rows")
-    print(f"binlake decode:           {rows / ours:>10,.0f} rows/s ({ours:.2f} s)")
+    for run in ours:
+        print(f"binlake decode:           {run.rows / run.seconds:>10,.0f} rows/s ", end="")
+        print(f"({run.seconds:.2f} s, {run.mode})")
     print(
         f"python-mysql-replication: {ref_rows / ref:>10,.0f} rows/s ({ref:.2f} s, {ref_rows} rows)"
     )
     print(f"mariadb-binlog --verbose: {rows / c_s:>10,.0f} rows/s ({c_s:.2f} s)")
-    print(f"ratio binlake / python-mysql-replication: {(rows / ours) / (ref_rows / ref):.2f}x")
-    print(f"ratio binlake / mariadb-binlog:           {(rows / ours) / (rows / c_s):.2f}x")
+    for run in ours:
+        speed = run.rows / run.seconds
+        print(
+            f"{run.mode}: ratio binlake / python-mysql-replication: {speed / (ref_rows / ref):.2f}x"
+        )
+        print(f"{run.mode}: ratio binlake / mariadb-binlog:           {speed / (rows / c_s):.2f}x")
 
 
 if __name__ == "__main__":

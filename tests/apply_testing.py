@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from binlake.binlog.constants import ColumnType as T
-from binlake.binlog.events import MariaGtidEvent, XidEvent
+from binlake.binlog.events import FL_DDL, FL_STANDALONE, MariaGtidEvent, XidEvent
 from binlake.binlog.rows import RowChange, make_rows_event
 from binlake.binlog.stream import EventStream
 from binlake.binlog.tablemap import TableMap
@@ -91,7 +91,7 @@ class RelayLog:
 
     def _ddl(self, text: str, database: str) -> None:
         self.log.seq_no += 1
-        flags = MariaGtidEvent.FL_STANDALONE | MariaGtidEvent.FL_DDL
+        flags = FL_STANDALONE | FL_DDL
         self.log.add(MariaGtidEvent(self.log.seq_no, 0, flags, None, None, b""))
         self.log.add(query(text, database))
 

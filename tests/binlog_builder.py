@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from binlake.binlog.codec import Payload, encode_event
 from binlake.binlog.constants import MAGIC, ChecksumAlg, EventFlag
 from binlake.binlog.events import (
+    FL_DDL,
+    FL_STANDALONE,
     GtidListEvent,
     MariaGtidEvent,
     QueryEvent,
@@ -82,7 +84,7 @@ class LogBuilder:
 
     def ddl(self, text: str = "CREATE TABLE t (id INT PRIMARY KEY)") -> tuple[int, int]:
         self.seq_no += 1
-        flags = MariaGtidEvent.FL_STANDALONE | MariaGtidEvent.FL_DDL
+        flags = FL_STANDALONE | FL_DDL
         start = self.add(MariaGtidEvent(self.seq_no, 0, flags, None, None, b""))
         self.add(query(text))
         return start, len(self.buf)

@@ -10,6 +10,9 @@ from binlake.binlog.codec import Payload, decode_event, encode_event
 from binlake.binlog.constants import EventType
 from binlake.binlog.errors import InvalidEventError
 from binlake.binlog.events import (
+    FL_GROUP_COMMIT_ID,
+    FL_PREPARED_XA,
+    FL_TRANSACTIONAL,
     AnnotateRowsEvent,
     BinlogCheckpointEvent,
     GtidListEvent,
@@ -48,9 +51,9 @@ PAYLOADS: list[Payload] = [
     RandEvent(1, 2**63),
     UserVarEvent(b"v", 0, 45, b"text", 0),
     UserVarEvent(b"nothing", None, 0, b"", None),
-    MariaGtidEvent(99, 3, MariaGtidEvent.FL_TRANSACTIONAL, None, None, b""),
-    MariaGtidEvent(7, 0, MariaGtidEvent.FL_GROUP_COMMIT_ID, 1234, None, b""),
-    MariaGtidEvent(8, 0, MariaGtidEvent.FL_PREPARED_XA, None, b"\x01\0\0\0\x02\x01x1b", b""),
+    MariaGtidEvent(99, 3, FL_TRANSACTIONAL, None, None, b""),
+    MariaGtidEvent(7, 0, FL_GROUP_COMMIT_ID, 1234, None, b""),
+    MariaGtidEvent(8, 0, FL_PREPARED_XA, None, b"\x01\0\0\0\x02\x01x1b", b""),
     GtidListEvent(((0, 1, 10), (5, 2, 3)), 0),
     BinlogCheckpointEvent("mariadb-bin.000001"),
     AnnotateRowsEvent(b"INSERT INTO t VALUES (1)"),

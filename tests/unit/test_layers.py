@@ -29,9 +29,10 @@ import binlake
 
 PACKAGE = Path(binlake.__file__).parent
 #: The layers, lowest first; each names top-level packages and modules of binlake ("binlake"
-#: is the package's own ``__init__``, which holds only the version).
+#: is the package's own ``__init__``, which holds the version and chooses, through ``compiled``,
+#: the compiled hot path or pure Python).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("binlake", "binlog"),
+    ("binlake", "binlog", "compiled"),
     ("errors", "crashpoints", "position", "gtid"),
     ("config", "storage", "metrics", "typemap", "cuts"),
     ("ddl", "relay", "keyindex"),

@@ -14,7 +14,7 @@ from binlake.binlog.codec import decode_event, encode_event
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.constants import EventFlag, EventType
 from binlake.binlog.errors import InvalidEventError
-from binlake.binlog.events import MariaGtidEvent, UnknownEvent, XidEvent
+from binlake.binlog.events import FL_DDL, FL_STANDALONE, MariaGtidEvent, UnknownEvent, XidEvent
 from binlake.binlog.names import TableName
 from binlake.binlog.rows import make_rows_event
 from binlake.binlog.source_facts import (
@@ -130,7 +130,7 @@ def test_a_hints_fact_after_a_table_map_stays_inside_its_transaction() -> None:
 def test_a_zone_fact_before_a_ddl_is_part_of_the_statement_group() -> None:
     log = LogBuilder().header()
     log.seq_no += 1
-    flags = MariaGtidEvent.FL_STANDALONE | MariaGtidEvent.FL_DDL
+    flags = FL_STANDALONE | FL_DDL
     start = log.add(MariaGtidEvent(log.seq_no, 0, flags, None, None, b""))
     log.add(SourceFactsEvent(TIMES), flags=FLAGS)
     log.add(query("ALTER TABLE t ADD c DATETIME DEFAULT CURRENT_TIMESTAMP"))
@@ -202,7 +202,7 @@ def test_the_recorded_clock_answers_from_the_facts_and_asks_the_fallback_the_res
 def test_a_ddl_unit_with_a_zone_fact_is_still_a_ddl_unit() -> None:
     log = LogBuilder().header()
     log.seq_no += 1
-    flags = MariaGtidEvent.FL_STANDALONE | MariaGtidEvent.FL_DDL
+    flags = FL_STANDALONE | FL_DDL
     log.add(MariaGtidEvent(log.seq_no, 0, flags, None, None, b""))
     log.add(SourceFactsEvent(TIMES), flags=FLAGS)
     log.add(query("ALTER TABLE orders ADD c DATETIME DEFAULT CURRENT_TIMESTAMP"))

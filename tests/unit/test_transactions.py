@@ -9,6 +9,8 @@ import pytest
 from binlake.binlog.codec import BinlogEvent, decode_event, encode_event
 from binlake.binlog.errors import OrphanEventError
 from binlake.binlog.events import (
+    FL_COMPLETED_XA,
+    FL_PREPARED_XA,
     IntvarEvent,
     MariaGtidEvent,
     MysqlGtidEvent,
@@ -103,12 +105,12 @@ def test_commit_query_closes_a_transaction_and_rollback_is_marked() -> None:
 
 def test_mariadb_xa_prepare_closes_the_group_and_xa_commit_is_its_own_group() -> None:
     log = LogBuilder().header()
-    xa = MariaGtidEvent.FL_PREPARED_XA
+    xa = FL_PREPARED_XA
     log.add(MariaGtidEvent(1, 0, xa, None, b"\x01\0\0\0\x02\0x1", b""))
     log.add(query("INSERT INTO t VALUES (1)"))
     log.add(query("XA END X'7831',X'',1"))
     log.add(XaPrepareEvent(False, 1, b"x1", b""))
-    done = MariaGtidEvent.FL_COMPLETED_XA
+    done = FL_COMPLETED_XA
     log.add(MariaGtidEvent(2, 0, done, None, b"\x01\0\0\0\x02\0x1", b""))
     log.add(query("XA COMMIT X'7831',X'',1"))
     groups, grouper = groups_of(log.bytes())

@@ -19,6 +19,9 @@ from binlake.binlog.constants import (
 )
 from binlake.binlog.errors import ChecksumMismatchError, InvalidEventError
 from binlake.binlog.events import (
+    FL_COMPLETED_XA,
+    FL_GROUP_COMMIT_ID,
+    FL_PREPARED_XA,
     MARIA_GTID_MIN_BODY,
     AnnotateRowsEvent,
     ControlPayload,
@@ -58,11 +61,7 @@ _SIZE_AT = struct.Struct("<I").unpack_from
 _GTID_HEAD = struct.Struct("<QIB")
 _XID_BODY = struct.Struct("<Q")
 #: GTID flags after which more fields follow the fixed head.
-_GTID_MORE = (
-    MariaGtidEvent.FL_GROUP_COMMIT_ID
-    | MariaGtidEvent.FL_PREPARED_XA
-    | MariaGtidEvent.FL_COMPLETED_XA
-)
+_GTID_MORE = FL_GROUP_COMMIT_ID | FL_PREPARED_XA | FL_COMPLETED_XA
 _XID, _ANNOTATE_ROWS, _MARIA_GTID, _TABLE_MAP = (
     int(EventType.XID),
     int(EventType.ANNOTATE_ROWS),
@@ -200,16 +199,19 @@ class EventFramer:
         shortest = self._rows_min.get(event[4])
         return shortest is not None and size >= shortest and _SIZE_AT(event, 9)[0] == size
 
-    def rows_run_end(self, events: Sequence[bytes], start: int) -> int:
+    def rows_run_end(self, events: Sequence[object], start: int) -> int:
         """The end of the run of events from ``events[start]`` that ``is_rows_frame`` takes, or
         that are ANNOTATE_ROWS with their declared size (``start`` when the first is neither):
         the same test, one loop for the run. Inside a transaction none of them ends it or
         opens another."""
         rows_min, size_at = self._run_min, _SIZE_AT
         for end in range(start, len(events)):
+            # objects, not bytes: compiled (mypyc), a bytes annotation raises on a bytearray
             event = events[end]
+            if type(event) is not bytes:
+                return end
             size = len(event)
-            if type(event) is not bytes or size < HEADER_LEN:
+            if size < HEADER_LEN:
                 return end
             shortest = rows_min.get(event[4])
             if shortest is None or size < shortest or size_at(event, 9)[0] != size:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Final
 
 from binlake.binlog.constants import EventType, event_type_name
 from binlake.binlog.errors import InvalidEventError
@@ -62,6 +63,14 @@ class _Cursor:
 
     def done(self) -> bool:
         return self.pos == len(self.buf)
+
+
+FL_STANDALONE: Final = 1
+FL_GROUP_COMMIT_ID: Final = 2
+FL_TRANSACTIONAL: Final = 4
+FL_DDL: Final = 32
+FL_PREPARED_XA: Final = 64
+FL_COMPLETED_XA: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,16 +154,9 @@ class MariaGtidEvent:
     extra: bytes  # later extensions (flags_extra, ...) kept verbatim
     type_code: int = EventType.MARIADB_GTID
 
-    FL_STANDALONE = 1
-    FL_GROUP_COMMIT_ID = 2
-    FL_TRANSACTIONAL = 4
-    FL_DDL = 32
-    FL_PREPARED_XA = 64
-    FL_COMPLETED_XA = 128
-
     @property
     def standalone(self) -> bool:
-        return bool(self.flags2 & self.FL_STANDALONE)
+        return bool(self.flags2 & FL_STANDALONE)
 
     def gtid(self, server_id: int) -> str:
         return f"{self.domain_id}-{server_id}-{self.seq_no}"
@@ -274,9 +276,9 @@ def decode_user_var(c: _Cursor, _ctx: FormatContext) -> UserVarEvent:
 def decode_maria_gtid(c: _Cursor, _ctx: FormatContext) -> MariaGtidEvent:
     seq_no, domain_id, flags2 = c.uint(8), c.uint(4), c.uint(1)
     commit_id = xa_xid = None
-    if flags2 & MariaGtidEvent.FL_GROUP_COMMIT_ID:
+    if flags2 & FL_GROUP_COMMIT_ID:
         commit_id = c.uint(8)
-    if flags2 & (MariaGtidEvent.FL_PREPARED_XA | MariaGtidEvent.FL_COMPLETED_XA):
+    if flags2 & (FL_PREPARED_XA | FL_COMPLETED_XA):
         head = c.take(6)
         xa_xid = head + c.take(head[4] + head[5])
     extra = c.rest()

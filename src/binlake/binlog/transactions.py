@@ -25,7 +25,13 @@ from enum import Enum
 from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.constants import EventType
 from binlake.binlog.errors import OrphanEventError
-from binlake.binlog.events import MariaGtidEvent, MysqlGtidEvent, QueryEvent
+from binlake.binlog.events import (
+    FL_COMPLETED_XA,
+    FL_STANDALONE,
+    MariaGtidEvent,
+    MysqlGtidEvent,
+    QueryEvent,
+)
 from binlake.binlog.rows import RowsEvent, RowsFrame
 
 
@@ -114,7 +120,7 @@ def _state_after_gtid(payload: MariaGtidEvent | MysqlGtidEvent) -> _State:
     """MariaDB's GTID says itself what follows; MySQL's leaves it to the next event."""
     if isinstance(payload, MysqlGtidEvent):
         return _State.AFTER_GTID
-    lone = MariaGtidEvent.FL_STANDALONE | MariaGtidEvent.FL_COMPLETED_XA
+    lone = FL_STANDALONE | FL_COMPLETED_XA
     return _State.STATEMENT if payload.flags2 & lone else _State.IN_TRANSACTION
 
 

@@ -34,7 +34,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.encodings import temporal
@@ -84,7 +84,7 @@ _WIDTH: dict[int, int] = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLO
 class _Absent:
     """The value of a column a row image does not include (MINIMAL/NOBLOB row images)."""
 
-    _instance: _Absent | None = None
+    _instance: ClassVar[_Absent | None] = None
 
     def __new__(cls) -> _Absent:
         if cls._instance is None:

@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from binlake import __version__
+from binlake import __version__, compiled
 from binlake.cli import (
     binlog_cmd,
     check_source_cmd,
@@ -30,6 +30,11 @@ from binlake.errors import BinlakeError
 Handler = Callable[[argparse.Namespace], int]
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+#: The commands that decode events in bulk say once when they run pure Python (binlake.compiled):
+#: the long-running ones first (their stderr is a log), the others after a success (an error
+#: stays its two lines).
+LONG_RUNNING_COMMANDS = ("replicate", "receive")
+HOT_COMMANDS = (*LONG_RUNNING_COMMANDS, "binlog")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="binlake",
         description="Exactly-once replication of MySQL/MariaDB binlogs into Apache Iceberg.",
     )
-    parser.add_argument("--version", action="version", version=f"binlake {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"binlake {__version__}, {compiled.describe()}"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
     binlog_cmd.register(commands)
@@ -71,6 +78,15 @@ def report_error(error: BinlakeError) -> int:
 
 def run(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in LONG_RUNNING_COMMANDS:
+        compiled.say_once_if_pure(sys.stderr)
+    code = handle(args)
+    if code == 0 and args.command in HOT_COMMANDS:
+        compiled.say_once_if_pure(sys.stderr)
+    return code
+
+
+def handle(args: argparse.Namespace) -> int:
     handler: Handler = args.handler
     try:
         return handler(args)

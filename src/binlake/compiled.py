@@ -1,0 +1,139 @@
+"""The compiled hot path (issue #37): the modules mypyc builds, and whether this process runs them.
+
+setup.py compiles the modules of ``COMPILED_MODULES`` with mypyc when a C compiler, Python's
+headers and mypy are at hand (``pip install -e .`` puts the extensions beside their sources),
+and records the SHA-256 of every source it compiled in ``BUILD_RECORD`` (``sha256sum``'s
+format), written after a build that succeeded and removed before each build.
+
+At the import of binlake, ``choose()`` decides once for the whole process, compiled or pure, and
+for all of these modules together: mypyc's modules call each other in C, so a pure module among
+compiled ones would still run its callers' compiled code. The compiled modules run only when
+each has its extension and the record names the SHA-256 of its source as it is now. Otherwise (no
+extensions, a source edited or checked out since the build, no record, ``BINLAKE_PURE_PYTHON=1``)
+a meta-path finder loads each of them from its ``.py``: a stale extension is never imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Final, TextIO
+
+#: The hot path: the binlog decoders and their value codecs (not ``encodings.mysql_json``: mypyc
+#: 2.4.1 fails on its bytearray loop, an internal error), the relay log's reader and scan, the
+#: receiver's framing and event checks (not ``relay.writer`` nor ``source.receiver`` yet:
+#: compiled, the writer's files read back zeros where events were; not investigated).
+COMPILED_MODULES: Final = (
+    "binlake.binlog.header",
+    "binlake.binlog.format",
+    "binlake.binlog.codec",
+    "binlake.binlog.values",
+    "binlake.binlog.rows",
+    "binlake.binlog.rowcodec",
+    "binlake.binlog.events",
+    "binlake.binlog.tablemap",
+    "binlake.binlog.stream",
+    "binlake.binlog.transactions",
+    "binlake.binlog.encodings.charsets",
+    "binlake.binlog.encodings.decimals",
+    "binlake.binlog.encodings.mariadb_types",
+    "binlake.binlog.encodings.temporal",
+    "binlake.relay.reader",
+    "binlake.relay.scan",
+    "binlake.source.event_check",
+    "binlake.source.wire",
+    "binlake.source.packets",
+)
+BUILD_RECORD: Final = "compiled.sha256"
+PURE_ENV: Final = "BINLAKE_PURE_PYTHON"
+PACKAGE: Final = Path(__file__).parent
+
+
+def source_path(module: str, package: Path = PACKAGE) -> Path:
+    """The ``.py`` of a module of ``COMPILED_MODULES`` under ``package`` (binlake's folder)."""
+    return package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def source_record(package: Path = PACKAGE) -> str:
+    """The build record of the sources as they are now: one ``<sha256>  <path>`` line a module."""
+    lines = []
+    for module in COMPILED_MODULES:
+        path = source_path(module, package)
+        lines.append(
+            f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(package)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _has_extension(module: str, package: Path) -> bool:
+    source = source_path(module, package)
+    stem = source.with_suffix("")
+    return any(
+        Path(f"{stem}{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
+
+
+def pure_reason(package: Path = PACKAGE) -> str | None:
+    """Why this process runs pure Python (``None``: the compiled modules are current)."""
+    if os.environ.get(PURE_ENV) == "1":
+        return f"{PURE_ENV}=1"
+    built = [m for m in COMPILED_MODULES if _has_extension(m, package)]
+    if not built:
+        return "not built: `pip install -e .` with a C compiler"
+    if len(built) < len(COMPILED_MODULES):
+        return "incomplete build: `pip install -e .`"
+    try:
+        recorded = (package / BUILD_RECORD).read_text()
+    except OSError:
+        recorded = ""
+    if recorded != source_record(package):
+        return "stale build: `pip install -e .`"
+    return None
+
+
+class SourceFirst:
+    """A meta-path finder (no base class: importlib.abc costs 20 ms to import) that loads the
+    modules of ``COMPILED_MODULES`` from their ``.py``, beside any extension."""
+
+    def __init__(self, package: Path = PACKAGE) -> None:
+        self.package = package
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in COMPILED_MODULES:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source_path(fullname, self.package))
+
+
+class _Choice:
+    reason: str | None = None
+    said = False
+
+
+def choose() -> None:
+    """Compiled or pure for this process; called once, by binlake's ``__init__``."""
+    _Choice.reason = pure_reason()
+    if _Choice.reason is not None and not any(isinstance(f, SourceFirst) for f in sys.meta_path):
+        sys.meta_path.insert(0, SourceFirst())
+
+
+def describe() -> str:
+    """``compiled (19 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
+    if _Choice.reason is None:
+        return f"compiled ({len(COMPILED_MODULES)} modules)"
+    return f"pure Python ({_Choice.reason})"
+
+
+def say_once_if_pure(stream: TextIO) -> None:
+    """One line on ``stream``, once a process, when pure Python runs though not asked for."""
+    if _Choice.said or _Choice.reason is None or os.environ.get(PURE_ENV) == "1":
+        return
+    _Choice.said = True
+    print(f"binlake: running {describe()}", file=stream)
