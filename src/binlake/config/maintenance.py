@@ -30,10 +30,12 @@ class MaintenanceConfig(Section):
         16,
         "compact a table once this many of its data files are smaller than small_file_bytes",
     )
+    #: A batch's data file is small; a preloaded or copied table's files are not (folding
+    #: those rewrites the table, and moves every key the index holds).
     small_file_bytes: int = setting(
         "int",
         int_value(1, 1 << 40),
-        32 * 1024 * 1024,
+        4 * 1024 * 1024,
         "a data file smaller than this counts as small",
     )
     #: A compaction rewrites a data file at least this share of whose rows are deleted.
