@@ -103,7 +103,7 @@ STANDARD: dict[str, MetricSpec] = {
     ),
     KEY_INDEX_REBUILDS: MetricSpec(
         "counter",
-        "Key indexes rebuilt from their table (missing, damaged, behind), per table and reason.",
+        "Key indexes rebuilt from their table (missing, damaged, behind, moved), by table, reason.",
         ("table", "reason"),
     ),
     MAINTENANCE_STEPS: MetricSpec(

@@ -23,10 +23,17 @@ from binlake.config import load_config
 from binlake.console import Console
 from binlake.errors import CommitConflictError, DeletionVectorError
 from binlake.keyindex.open_set import OpenIndexes
+from binlake.lake.catalog.target import lake_target
 from binlake.lake.catalog.write_path import WRITE
 from binlake.lake.spark.lineage import current_lineage
 from binlake.lake.spark.lookup import read_lake_schema
-from binlake.lake.tables.maintenance import FoldPolicy, compact, remove_dangling_deletes
+from binlake.lake.tables.maintenance import (
+    FoldPolicy,
+    compact,
+    merge_position_deletes,
+    remove_dangling_deletes,
+)
+from binlake.lake.write import key_positions
 from binlake.lake.write.changes import KeyedChanges
 from binlake.lake.write.key_positions import KeyPositions
 from binlake.lake.write.keyed import KeyedWriter
@@ -181,15 +188,24 @@ def staged_before_compaction(
     return StagedBeforeCompaction(config, table, keyed, target, batch, staged, report)
 
 
+@pytest.mark.parametrize("follows", ["caught up", "rebuilt"])
 def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_up(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    follows: str,
 ) -> None:
     """A batch is staged on the table's state before ``binlake maintain`` compacts it: its
     position deletes name data files the compaction removed, so its commit fails as a conflict
     (the applier's retry re-plans it) instead of leaving the replaced rows live. The
     compaction moved every row and removed the deletes it applied; the next batch catches the
-    index up from its commit (no rebuild) and deletes by position in the compacted file."""
-    database = "ki_compacted"
+    index up from its commit and deletes by position in the compacted file. Had the compaction
+    moved at least ``REBUILD_MOVED_ROWS`` rows (here lowered to 1), most of the index, the next
+    batch rebuilds it instead (cheaper), says so and counts it with the reason ``moved``."""
+    if follows == "rebuilt":
+        monkeypatch.setattr(key_positions, "REBUILD_MOVED_ROWS", 1)
+    database = "ki_compacted" if follows == "caught up" else "ki_compacted_rebuilt"
     it = staged_before_compaction(  # a row the churn left as it was
         tmp_path, source, spark, database, lambda c: c.update((4, "a", 4), (4, "changed", 40))
     )
@@ -203,7 +219,12 @@ def test_a_compaction_fails_a_batch_staged_before_it_and_the_next_batch_catches_
     assert "missing" in (conflict.value.reason or "").lower(), conflict.value.reason
     churn(source, database, 2)
     run = replicate_in_process(config, spark)
-    assert "key index" not in run.output, run.output
+    if follows == "caught up":
+        assert "key index" not in run.output, run.output
+    else:
+        assert "which costs less than catching up" in run.output, run.output
+        moved = {"table": table, "reason": "moved"}
+        assert run.metrics.value(KEY_INDEX_REBUILDS, moved) == 1, run.output
     assert_index_matches_the_table(spark, config, table)
     assert set(live_delete_kinds(spark, config, table)) == {POSITION_DELETES}
     assert_verify_passes(config, spark)
@@ -255,6 +276,40 @@ def test_deletes_pruned_after_a_batch_followed_the_compaction_are_caught_up_not_
     churn(source, database, 3)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
+def test_position_deletes_merged_by_maintenance_are_followed_without_reading_rows_again(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three batches leave several position-delete files on the same data files; maintenance
+    merges them (``RewritePositionDeleteFiles``, a ``replace`` commit: no row changes). The next
+    batch catches the index up over that commit without reading a data file's rows again, and
+    every delete stays right."""
+    database = "ki_merged"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    for step in (1, 2, 3):
+        churn(source, database, step)
+        replicate_in_process(config, spark)
+    target = lake_target(load_config(config))
+    identifier = target.identifier(TableName.parse(table))
+    merged = merge_position_deletes(spark, target.catalog, identifier)
+    assert merged["rewritten_delete_files_count"] >= 2, merged
+    assert current_lineage(spark, lake_name(config, table))[0].operation == "replace"
+    asked: list[object] = []
+    reading = key_positions.read_entries
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args[2])
+        return reading(*args, **kwargs)
+
+    monkeypatch.setattr(key_positions, "read_entries", spy)
+    churn(source, database, 4)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert asked == [set()], asked  # one catch-up, no data file read again
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 

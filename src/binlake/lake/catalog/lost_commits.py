@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from binlake.errors import FileAccessError, TargetError
-from binlake.lake.catalog.metadata import _local_path, load_metadata
+from binlake.lake.catalog.metadata import load_metadata, location_path
 
 __all__ = ["LOST_COMMIT", "SetBack", "set_back_lost_commits", "whole_metadata"]
 
@@ -70,7 +70,7 @@ def set_back_lost_commits(db: sqlite3.Connection, catalog: str) -> list[SetBack]
     ).fetchall()
     done = []
     for namespace, table, location in rows:
-        if whole_metadata(_local_path(location)):
+        if whole_metadata(location_path(location)):
             continue
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -90,10 +90,10 @@ def _set_back(db: sqlite3.Connection, catalog: str, namespace: str, table: str) 
         "WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?",
         (catalog, namespace, table),
     ).fetchone()
-    if row is None or whole_metadata(_local_path(row[0])):
+    if row is None or whole_metadata(location_path(row[0])):
         return None
     location, previous = row
-    current = _fallback(_local_path(location), previous)
+    current = _fallback(location_path(location), previous)
     if current is None:
         db.execute(
             "DELETE FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? "
@@ -112,7 +112,7 @@ def _set_back(db: sqlite3.Connection, catalog: str, namespace: str, table: str) 
 
 def _fallback(lost: Path, previous: str | None) -> str | None:
     """The location to set a row back to, None when the table has no metadata file at all."""
-    if previous is not None and whole_metadata(_local_path(previous)):
+    if previous is not None and whole_metadata(location_path(previous)):
         return previous
     below = _number(lost.name)
     numbered = _numbered_files(lost.parent)
@@ -167,7 +167,7 @@ def whole_metadata(path: Path) -> bool:
         metadata = load_metadata(path)
     except FileAccessError:  # missing, torn, not JSON
         return False
-    return all(_whole_avro(_local_path(m)) for m in _manifest_lists(metadata))
+    return all(_whole_avro(location_path(m)) for m in _manifest_lists(metadata))
 
 
 def _manifest_lists(metadata: dict[str, Any]) -> list[str]:

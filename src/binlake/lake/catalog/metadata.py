@@ -159,7 +159,7 @@ def lake_tables(
         warehouse = target.warehouse
         if (warehouse / CATALOG_FILE).is_file():
             rows = catalog_rows(warehouse, target.catalog, None)
-            return [_lake_table(i, load_metadata(_local_path(where))) for i, where in rows]
+            return [_lake_table(i, load_metadata(location_path(where))) for i, where in rows]
         tables = (read_table(warehouse, i) for i in hadoop_tables(warehouse))
         return [t for t in tables if t is not None]
     if spark_tables is None:
@@ -251,7 +251,7 @@ def read_table(
         rows = catalog_rows(warehouse, catalog, identifier)
         if not rows:
             return None
-        metadata: dict[str, Any] | None = load_metadata(_local_path(rows[0][1]))
+        metadata: dict[str, Any] | None = load_metadata(location_path(rows[0][1]))
     else:
         metadata = current_metadata(warehouse.joinpath(*identifier) / METADATA_DIR)
     return None if metadata is None else _lake_table(identifier, metadata)
@@ -262,7 +262,7 @@ def _lake_table(identifier: tuple[str, ...], metadata: Mapping[str, Any]) -> Lak
     return LakeLineage(identifier, lineage, cut)
 
 
-def _local_path(location: str) -> Path:
+def location_path(location: str) -> Path:
     """A metadata location the embedded catalog wrote: a path, or a ``file:`` URI."""
     if location.startswith("file:"):
         return Path(unquote(urlsplit(location).path))

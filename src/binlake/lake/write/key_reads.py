@@ -11,9 +11,17 @@ Each one's data files removed and added, and its delete files added or removed:
   its entries go and its live rows are read again at B; a file a delete names that is not live
   at B (a dangling delete removed, or merged, by maintenance: its data file went before
   ``since``, so the index holds nothing of it) is only dropped;
+* a ``replace`` snapshot (a compaction, a merge of delete files, dangling deletes removed:
+  Iceberg's ``DataOperations.REPLACE``, files replaced without changing the table's rows): only
+  its data files count (removed: dropped; added: read); the delete files it added or removed
+  change no live row, so the data files they name are not read again;
 * an equality delete added or removed, a position delete whose data files cannot be named, a
   lineage that does not lead back to ``since`` (expired snapshots, a rollback, another table)
   or runs longer than ``MAX_CATCH_UP``: the index is rebuilt instead (``CatchUp.rebuild``).
+
+``CatchUp.moved_rows`` counts the rows of the data files the commits added that are still live
+at B (a compaction's output, a batch's new rows): its caller rebuilds instead when that is most
+of the index (``key_positions``), which costs less than dropping and putting each entry.
 
 The data files a position-delete file refers to: its ``referenced_data_file`` (or equal bounds
 of its ``file_path`` column: Iceberg's ``ContentFileUtil.referencedDataFileLocation``), else
@@ -59,6 +67,8 @@ from binlake.lake.write.row_delta import DeltaTable
 JavaObject = Any
 #: Snapshots a catch-up walks at most; a longer lineage is rebuilt (a read of the table).
 MAX_CATCH_UP = 2000
+#: Iceberg's ``DataOperations.REPLACE``: a commit that replaced files, not rows.
+REPLACE = "replace"
 #: A rebuild reads a table no delete reaches on the driver, without a Spark job, up to this many
 #: bytes of data files (a small table's first batch after its copy: hundreds of tables in a
 #: wide database, each a Spark job otherwise).
@@ -86,6 +96,8 @@ class CatchUp:
     optional: set[str] = field(default_factory=set)
     #: Why the index cannot follow the commits (None: it can).
     rebuild: str | None = None
+    #: Rows of the data files added since ``since`` and live at B (their record counts).
+    moved_rows: int = 0
 
 
 def plan_catch_up(
@@ -102,19 +114,25 @@ def plan_catch_up(
             return CatchUp(rebuild=chain)
         io_ = target.java.io()
         removed: set[str] = set()
-        added: set[str] = set()
+        added: dict[str, int] = {}
         named: set[str] = set()
         for snapshot in reversed(chain):  # oldest first
             removed |= _locations(snapshot.removedDataFiles(io_))
-            added |= _locations(snapshot.addedDataFiles(io_))
+            added.update(_record_counts(snapshot.addedDataFiles(io_)))
+            if str(snapshot.operation()) == REPLACE:
+                continue
             for files in (snapshot.addedDeleteFiles(io_), snapshot.removedDeleteFiles(io_)):
                 referenced = _referenced(util, target, files)
                 if isinstance(referenced, str):
                     return CatchUp(rebuild=referenced)
                 named |= referenced
-    touched = added | named
+    touched = set(added) | named
+    moved = sum(rows for path, rows in added.items() if path not in removed)
     return CatchUp(
-        dropped=removed | touched, read=touched - removed, optional=named - added - removed
+        dropped=removed | touched,
+        read=touched - removed,
+        optional=named - set(added) - removed,
+        moved_rows=moved,
     )
 
 
@@ -147,6 +165,10 @@ def _iterate(iterable: JavaObject) -> Iterator[JavaObject]:
 
 def _locations(files: JavaObject) -> set[str]:
     return {str(f.location()) for f in _iterate(files)}
+
+
+def _record_counts(files: JavaObject) -> dict[str, int]:
+    return {str(f.location()): int(f.recordCount()) for f in _iterate(files)}
 
 
 def _referenced(util: JavaObject, target: DeltaTable, delete_files: JavaObject) -> set[str] | str:
