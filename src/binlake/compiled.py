@@ -25,10 +25,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final, TextIO
 
-#: The hot path: the binlog decoders and their value codecs (not ``encodings.mysql_json``: mypyc
-#: 2.4.1 fails on its bytearray loop, an internal error), the relay log's reader and scan, the
-#: receiver's framing and event checks (not ``relay.writer`` nor ``source.receiver`` yet:
-#: compiled, the writer's files read back zeros where events were; not investigated).
+#: The hot path: the binlog decoders and their value codecs, the relay log's writer, reader and
+#: scan, the receiver, its framing and event checks. mypyc 2.4.1's pitfalls these sources avoid
+#: (docs/architecture.md, "Compiled modules"): a call in a slice's bounds is made twice when the
+#: sliced object is not a list, tuple, str or bytes; a generator over a ``bytearray`` is an
+#: internal error.
 COMPILED_MODULES: Final = (
     "binlake.binlog.header",
     "binlake.binlog.format",
@@ -42,10 +43,13 @@ COMPILED_MODULES: Final = (
     "binlake.binlog.transactions",
     "binlake.binlog.encodings.charsets",
     "binlake.binlog.encodings.decimals",
+    "binlake.binlog.encodings.mysql_json",
     "binlake.binlog.encodings.mariadb_types",
     "binlake.binlog.encodings.temporal",
     "binlake.relay.reader",
     "binlake.relay.scan",
+    "binlake.relay.writer",
+    "binlake.source.receiver",
     "binlake.source.event_check",
     "binlake.source.wire",
     "binlake.source.packets",
@@ -125,7 +129,7 @@ def choose() -> None:
 
 
 def describe() -> str:
-    """``compiled (19 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
+    """``compiled (22 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
     if _Choice.reason is None:
         return f"compiled ({len(COMPILED_MODULES)} modules)"
     return f"pure Python ({_Choice.reason})"

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from binlake.binlog.encodings.decimals import encode_decimal
 from binlake.binlog.encodings.mysql_json import (
+    decode_json_decimal,
     decode_mysql_json,
     encode_mysql_json,
     format_mysql_double,
@@ -93,3 +96,26 @@ def test_corrupted_documents_decode_to_json_or_raise(value: object, data: st.Dat
         document[position] = data.draw(st.integers(min_value=0, max_value=255))
     end = data.draw(st.integers(min_value=0, max_value=len(document)))
     decodes_cleanly(bytes(document[:end]))
+
+
+@st.composite
+def decimals(draw: st.DrawFn) -> tuple[int, int, int]:
+    """(precision, scale, unscaled value) of a DECIMAL column: any sign, any digit count."""
+    precision = draw(st.integers(min_value=1, max_value=65))
+    scale = draw(st.integers(min_value=0, max_value=min(precision, 30)))
+    bound = 10 ** draw(st.integers(min_value=0, max_value=precision))
+    return precision, scale, draw(st.integers(min_value=1 - bound, max_value=bound - 1))
+
+
+@given(decimals())
+@settings(max_examples=500)
+def test_a_json_decimal_prints_its_exact_digits_whatever_its_sign(
+    decimal: tuple[int, int, int],
+) -> None:
+    """A negative DECIMAL's digit bytes are stored inverted: decoding inverts them back."""
+    precision, scale, unscaled = decimal
+    value = Decimal(f"{unscaled}E-{scale}")  # exact: scaleb would round to 28 digits
+    payload = bytes([precision, scale]) + encode_decimal(value, precision, scale)
+    whole, fraction = divmod(abs(unscaled), 10**scale)
+    text = f"{whole}.{fraction:0{scale}d}" if scale else str(whole)
+    assert decode_json_decimal(payload) == ("-" if unscaled < 0 else "") + text

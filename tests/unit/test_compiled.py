@@ -4,6 +4,7 @@ forces the sources, and the compiled and pure decoders agree on every byte fixtu
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import os
 import shutil
@@ -163,3 +164,28 @@ def test_compiled_and_pure_decoders_give_identical_events_groups_and_rows() -> N
     assert pure.stderr.startswith("pure Python")
     assert len(built.stdout.splitlines()) > 200
     assert built.stdout == pure.stdout
+
+
+def calls_in_slice_bounds(source: str) -> list[str]:
+    """The slices of ``source`` whose bounds call anything but ``len``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)):
+            continue
+        bounds = (node.slice.lower, node.slice.upper, node.slice.step)
+        calls = [c for b in bounds if b is not None for c in ast.walk(b) if isinstance(c, ast.Call)]
+        if any(not (isinstance(c.func, ast.Name) and c.func.id == "len") for c in calls):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_calls_in_slice_bounds_are_found() -> None:
+    source = "view = view[os.write(fd, view):]\nhead = data[: len(data) // 2]\n"
+    assert calls_in_slice_bounds(source) == ["line 1: view[os.write(fd, view):]"]
+
+
+@pytest.mark.parametrize("module", COMPILED_MODULES)
+def test_no_compiled_module_calls_in_a_slice_bound(module: str) -> None:
+    """mypyc 2.4.1 evaluates the bounds of a slice of anything but a list, tuple, str or bytes
+    twice: ``view[os.write(fd, view):]`` on a memoryview wrote each relay file's header twice."""
+    assert calls_in_slice_bounds(source_path(module).read_text()) == []

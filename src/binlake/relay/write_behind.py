@@ -42,7 +42,12 @@ IDLE_S = 1.0
 
 def write_all(fd: int, buffers: Sequence[bytes]) -> None:
     """Write ``buffers`` in order at ``fd``'s offset: ``writev`` per IOV_MAX buffers, resuming
-    after a short write."""
+    after a short write.
+
+    A write is never made inside a slice's bounds (``rest[os.write(fd, rest):]``): mypyc
+    2.4.1 evaluates the bounds of a slice of anything but a list, tuple, str or bytes twice,
+    so compiled, such a loop wrote every buffer twice (tests/unit/test_compiled.py checks
+    the compiled modules for calls in slice bounds)."""
     for start in range(0, len(buffers), IOV_MAX):
         chunk = buffers[start : start + IOV_MAX]
         total = sum(map(len, chunk))
@@ -50,7 +55,8 @@ def write_all(fd: int, buffers: Sequence[bytes]) -> None:
         if written < total:
             rest = b"".join(chunk)[written:]
             while rest:
-                rest = rest[os.write(fd, rest) :]
+                written = os.write(fd, rest)
+                rest = rest[written:]
 
 
 class WriteBehind:

@@ -68,7 +68,7 @@ from binlake.crashpoints import crash_point, die, should_crash
 from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition, sequence_number
 from binlake.relay import DEFAULT_BASENAME
-from binlake.relay.write_behind import WriteBehind
+from binlake.relay.write_behind import WriteBehind, write_all
 from binlake.storage.durable import fsync_dir, fsync_fd, make_folder, raise_os_error
 from binlake.storage.index import LogIndex, Marker, MarkerOp, index_temp_copies
 from binlake.storage.recovery import RecoveryReport, clear_in_use, recover_log
@@ -410,9 +410,7 @@ class RelayLogWriter:
         except OSError as exc:
             raise_os_error(exc, path, "creating a relay log file")
         try:
-            view = memoryview(header)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, (header,))
             fsync_fd(fd, "relay", path)
         except OSError as exc:
             os.close(fd)

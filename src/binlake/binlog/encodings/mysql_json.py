@@ -88,6 +88,9 @@ MAX_DEPTH = 100
 
 _CONTAINERS = frozenset((SMALL_OBJECT, LARGE_OBJECT, SMALL_ARRAY, LARGE_ARRAY))
 _LITERAL_TEXT = {LITERAL_NULL: "null", LITERAL_TRUE: "true", LITERAL_FALSE: "false"}
+#: ``bytes.translate`` table turning each byte into its complement (``b ^ 0xFF``): a negative
+#: DECIMAL's digits are stored inverted.
+_INVERTED = bytes(range(255, -1, -1))
 _NUMBERS: dict[int, struct.Struct] = {
     INT16: struct.Struct("<h"),
     UINT16: struct.Struct("<H"),
@@ -193,7 +196,7 @@ def decode_json_decimal(payload: bytes) -> str:
     negative = not body[0] & 0x80
     body[0] ^= 0x80
     if negative:
-        body = bytearray(b ^ 0xFF for b in body)
+        body = body.translate(_INVERTED)  # not a generator over a bytearray: mypyc refuses it
     parts: list[str] = []
     pos = 0
     for size, digits in groups:
