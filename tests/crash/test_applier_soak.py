@@ -470,9 +470,12 @@ def soak(
         workload.run(3)
         mixed._device()
         # What the killed runs left unapplied (most of it on a loaded machine, where Spark's
-        # start takes much of a short run): up to the soak's own length to catch up.
+        # start takes much of a short run): up to the soak's own length to catch up, as it
+        # ran (a run of ``cuts`` has no ``seconds``: 200 cuts left a backlog of an hour that
+        # took longer than 15 minutes to apply).
         final_log = tmp_path / "final.err"
-        final = catch_up(config, final_log, timeout=max(900.0, seconds))
+        ran = time.monotonic() - started
+        final = catch_up(config, final_log, timeout=max(900.0, seconds, ran))
         assert final == 0, (
             f"final catch-up rc={final} (seed {seed}):\n{final_log.read_text()[-8000:]}"
         )
