@@ -16,6 +16,11 @@ Per size N (default ``1000000,10000000``), in a temporary folder:
   peak resident memory (``VmHWM``) against the same child at N / 10: the index must not grow
   the applier with the table (ratio near 1).
 
+``--follow N`` (comma-separated sizes) measures instead the two ways to follow a compaction
+that moved every row of an N-key index (the keys already read; SQLite only): a catch-up (the
+removed files' entries dropped, every moved row's entry put, one commit) against a rebuild
+(``rebuild`` above), printed as a ratio: ``key_positions.REBUILD_MOVED_ROWS`` rests on it.
+
 ``--spark-rows N`` (comma-separated sizes) measures instead the rebuild as a batch meets it:
 an Iceberg table of N rows (``spark.range``: a ``bigint`` key and two columns, made with
 binlake's table properties by one ``createOrReplace``, ``local[2]``), its index missing; the
@@ -85,6 +90,32 @@ def rebuild(folder: IndexFolder, count: int) -> dict[str, float]:
         "open_check_s": checked - installed,
         "total_s": checked - started,
     }
+
+
+def follow(count: int) -> None:
+    """A compaction of the whole table followed by a catch-up, then by a rebuild."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = IndexFolder(Path(scratch))
+        built = rebuild(folder, count)["total_s"]
+        index = folder.open(UUID, SPEC)
+        started = time.perf_counter()
+        index.begin()
+        index.drop_files([data_path(f // FILE_ROWS) for f in range(0, count, FILE_ROWS)])
+        dropped = time.perf_counter()
+        moved = list(range(count))
+        random.Random(count).shuffle(moved)  # the compaction's order is not the keys'
+        for first in range(0, count, FILE_ROWS):
+            part = moved[first : first + FILE_ROWS]
+            index.put("moved-" + data_path(first), keys_of(part), list(range(len(part))))
+        index.commit(2)
+        caught_up = time.perf_counter() - started
+        index.close()
+    print(
+        f"{count:,} keys, every row moved: catch-up {caught_up:.1f} s (dropping "
+        f"{dropped - started:.1f} s), rebuild {built:.1f} s: catch-up / rebuild "
+        f"{caught_up / built:.2f}x",
+        flush=True,
+    )
 
 
 def parquet_reference(path: Path, count: int) -> float:
@@ -254,7 +285,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spark-rows", help="sizes of the rebuild with Spark's read instead")
+    parser.add_argument("--follow", help="sizes: catch-up after a whole compaction vs rebuild")
     args = parser.parse_args()
+    if args.follow:
+        for count in (int(n) for n in args.follow.split(",")):
+            follow(count)
+        return
     if args.spark_rows:
         spark_rebuilds([int(n) for n in args.spark_rows.split(",")])
         return

@@ -56,8 +56,8 @@ from binlake.lake.write.row_delta import DeltaTable
 #: Told of every index that is rebuilt, with why (the typed warning).
 Notice = Callable[[KeyIndexUntrustedError], None]
 #: A catch-up that would put at least this many entries, and more than half the index's, is a
-#: rebuild instead: at 1 M keys, putting every entry again took 19.2 s in SQLite (dropping the
-#: old ones 6.0 s of it), a new file built by SQLite's sorter 8.4 s (2026-11-29).
+#: rebuild instead: at 1 M keys, following a compaction of every row took 1.7x as long caught
+#: up as rebuilt (``bench/keyindex.py --follow``, docs/benchmarks.md, "The key index").
 REBUILD_MOVED_ROWS = 1_000_000
 
 
