@@ -156,11 +156,14 @@ def work(folder_path: str, count: int, lookups: int, batches: int) -> dict[str, 
         fresh = list(range(next_key, next_key + BATCH // 2))
         next_key += len(fresh)
         upserted = keys_of(changed + fresh)
-        index.begin()
+        index.begin()  # as the applier's batch does (``key_positions.BatchPositions.chunk``)
         hits = index.lookup(upserted)
         index.paths({f for f, _ in hits.values()})
-        index.remove(list(hits))
-        index.put(f"s3a://bench/new-{batch}.parquet", upserted, range(len(upserted)))
+        data = f"s3a://bench/new-{batch}.parquet"
+        moved = [i for i, key in enumerate(upserted) if key in hits]
+        added = [i for i, key in enumerate(upserted) if key not in hits]
+        index.move(data, [upserted[i] for i in moved], moved)
+        index.put(data, [upserted[i] for i in added], added)
         index.commit(2 + batch)
     batched = time.perf_counter() - started
     index.close()

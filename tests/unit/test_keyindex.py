@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from binlake.errors import (
+    DiskFullError,
     KeyIndexDuplicateKeyError,
     KeyIndexError,
     KeyIndexUntrustedError,
@@ -147,6 +148,53 @@ def test_a_batch_moves_keys_and_the_snapshot_in_one_transaction(tmp_path: Path) 
     assert reopened.meta.entries == 2 and not reopened.lookup(ints(0, 1, 2))
 
 
+def test_an_updated_key_moves_in_place_and_leaves_with_its_new_data_file(
+    tmp_path: Path,
+) -> None:
+    folder = IndexFolder(tmp_path / "keyindex")
+    index = built(folder, {DATA_A: range(10), DATA_B: range(10, 20)}, snapshot=1)
+    index.begin()
+    index.move(DATA_B, ints(7, 2), [20, 21])  # given out of key order
+    index.commit(2)
+    found = index.lookup(ints(2, 7, 3))
+    assert index.meta.entries == 20
+    assert {k: (index.paths([f])[f], p) for k, (f, p) in found.items()} == {
+        ints(2)[0]: (DATA_B, 21),
+        ints(7)[0]: (DATA_B, 20),
+        ints(3)[0]: (DATA_A, 3),
+    }
+    index.begin()
+    index.drop_files([DATA_B, "file:/lake/db/t/data/never.parquet"])
+    index.commit(3)
+    assert index.meta.entries == 8 and not index.lookup(ints(2, 7, 10))
+    index.begin()
+    with pytest.raises(KeyIndexUntrustedError) as error:
+        index.move(DATA_A, ints(3, 99), [0, 1])  # 99: a key it does not hold
+    assert error.value.reason == "damaged"
+    index.rollback()
+    index.close()
+    assert folder.open(UUID, SPEC).meta.entries == 8
+
+
+def test_a_full_disk_while_adding_entries_is_a_typed_error_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    folder = IndexFolder(tmp_path / "keyindex")
+    index = built(folder, {DATA_A: range(2_000)}, snapshot=1)
+    index.begin()
+    (pages,) = index._conn.execute("PRAGMA page_count").fetchone()
+    index._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLite's own "disk is full"
+    new = "file:/lake/db/t/data/new.parquet"
+    with pytest.raises(DiskFullError) as error:  # inside ``_placing``, as ``move``'s would be
+        index.put(new, ints(*range(10_000, 20_000)), range(10_000))
+    assert error.value.file == str(index.path)
+    index.rollback()
+    index.close()
+    reopened = folder.open(UUID, SPEC)
+    assert reopened.snapshot == 1 and reopened.meta.entries == 2_000
+    assert reopened.lookup(ints(5))[ints(5)[0]][1] == 5
+
+
 def test_a_key_added_twice_is_a_duplicate_key_error(tmp_path: Path) -> None:
     folder = IndexFolder(tmp_path / "keyindex")
     index = built(folder, {DATA_A: range(3)})
@@ -192,7 +240,7 @@ def test_an_entry_or_a_path_that_fails_its_crc_is_never_used(tmp_path: Path) -> 
         ("UPDATE meta SET snapshot = 99", "crc"),
         ("DELETE FROM entries WHERE pos < 3", "damaged"),  # lost entries: the count tells
         ("DELETE FROM meta", "damaged"),
-        # an older binlake's file (version 1: no partitions of its data files) is rebuilt
+        # an older binlake's file (version 2: a second index on (file, pos)) is rebuilt
         (f"PRAGMA user_version = {FORMAT_VERSION - 1}", "older version"),
         ("UPDATE files SET partition = '{\"1000\":1}' WHERE id = 1", "crc"),
         ("UPDATE files SET spec = 3 WHERE id = 1", "crc"),

@@ -5,8 +5,9 @@ Tables (docs/format.md, "Key index files"):
 * ``entries(key BLOB PRIMARY KEY, file INTEGER, pos INTEGER, crc INTEGER) WITHOUT ROWID``: a key's
   bytes (``binlake.keyindex.encode``), the data file its live row is in (an id of ``files``) and
   the row's position in that file (0-based); ``crc`` is the CRC32 of the key's bytes, then the
-  file id and the position as 8-byte big-endian integers. An index on ``(file, pos)`` finds a
-  data file's entries (a compaction removed it, a delete touched it);
+  file id and the position as 8-byte big-endian integers. No second index: a batch changes
+  only this B-tree (an index on ``(file, pos)`` doubled each update's page writes, format
+  version 2); dropping a data file's entries (a compaction, a catch-up) scans it once;
 * ``files(id INTEGER PRIMARY KEY, path TEXT UNIQUE, spec INTEGER, partition TEXT, crc INTEGER)``:
   the data files, by their location as the table's metadata names them, with the id of their
   partition spec and their partition values (Iceberg's single-value JSON of the partition:
@@ -21,8 +22,8 @@ says the file is damaged ("malformed", "not a database"), a meta row for another
 a count of entries other than the meta's means the index is not true: ``KeyIndexUntrustedError``
 (its caller rebuilds it from the table). A ``PRAGMA user_version`` above ``FORMAT_VERSION`` is a
 newer binlake's file: ``KeyIndexVersionError``, and the file is left alone; one below it (an
-older binlake's: version 1 kept no partitions) is not read, but rebuilt (reason ``older
-version``).
+older binlake's: version 1 kept no partitions, version 2 a second index on ``(file, pos)``)
+is not read, but rebuilt (reason ``older version``).
 
 The database runs with ``journal_mode=WAL`` and ``synchronous=NORMAL``: a transaction is atomic
 and the file stays whole through a power cut, but the last transactions committed before one
@@ -36,7 +37,7 @@ the meta row's snapshot moves with the entries it describes, or neither does.
 
 ``IndexBuilder`` writes a new index file from scratch (a rebuild): rows are appended to a
 scratch table as they come, then moved into ``entries`` in key order by SQLite's sorter, the
-``(file, pos)`` index made, and the meta row written last.
+meta row written last.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from binlake.errors import (
 from binlake.storage.durable import fsync_fd, raise_os_error
 
 #: The format this binlake reads and writes (``PRAGMA user_version`` and the meta row).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 #: SQLite's page cache per index file, in KiB: the memory an index costs whatever its size.
 CACHE_KIB = 16 * 1024
 #: Keys per lookup statement (SQLite's bound on parameters is far above it).
@@ -74,7 +75,6 @@ SCHEMA = (
     "CREATE TABLE entries (key BLOB PRIMARY KEY, file INTEGER NOT NULL, pos INTEGER NOT NULL, "
     "crc INTEGER NOT NULL) WITHOUT ROWID",
 )
-ENTRIES_INDEX = "CREATE INDEX entries_by_position ON entries (file, pos)"
 #: What SQLite says when a file is not (or no longer) a sound database.
 DAMAGE_MARKS = ("malformed", "not a database", "disk i/o error", "corrupt", "no such table")
 
@@ -191,9 +191,10 @@ class KeyIndex:
         """The (file id, position) of each key the index holds (keys it lacks: not in the table
         at the index's snapshot, or added since in the open transaction)."""
         found: dict[bytes, tuple[int, int]] = {}
+        ordered = sorted(keys)  # neighbouring keys share B-tree pages: each is read once
         with self._reading():
-            for at in range(0, len(keys), LOOKUP_CHUNK):
-                chunk = keys[at : at + LOOKUP_CHUNK]
+            for at in range(0, len(ordered), LOOKUP_CHUNK):
+                chunk = ordered[at : at + LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 statement = f"SELECT key, file, pos, crc FROM entries WHERE key IN ({marks})"
                 for key, file, pos, crc in self._conn.execute(statement, chunk):
@@ -249,42 +250,67 @@ class KeyIndex:
         assert self._delta is not None, "no open transaction"
         with self._reading():
             cursor = self._conn.executemany(
-                "DELETE FROM entries WHERE key = ?", ((k,) for k in keys)
+                "DELETE FROM entries WHERE key = ?", ((k,) for k in sorted(keys))
             )
             self._delta -= cursor.rowcount
+
+    def move(
+        self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]
+    ) -> None:
+        """Point the entries of ``keys`` (each one the index holds: an updated row) at
+        ``positions[i]`` of the data file ``data``: one change of each entry in place, where a
+        ``remove`` and a ``put`` would change its B-tree page twice."""
+        if not keys:
+            return
+        with self._placing(data, keys, positions) as (file, rows):
+            cursor = self._conn.executemany(
+                "UPDATE entries SET file = ?, pos = ?, crc = ? WHERE key = ?",
+                ((file, pos, entry_crc(key, file, pos), key) for key, pos in rows),
+            )
+            if cursor.rowcount != len(rows):
+                raise untrusted(self.path, "damaged", "an entry it held a moment ago is gone")
 
     def put(self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
         """Add an entry per key: its live row is at ``positions[i]`` of the data file ``data``
         (a path alone: a file of spec 0, unpartitioned)."""
-        assert self._delta is not None, "no open transaction"
         if not keys:
             return
-        with self._reading():
-            file = self._file_id(_indexed(data), create=True)
-            assert file is not None
-            rows = (
-                (key, file, pos, entry_crc(key, file, pos))
-                for key, pos in zip(keys, positions, strict=True)
-            )
+        with self._placing(data, keys, positions) as (file, rows):
             try:
                 self._conn.executemany(
-                    "INSERT INTO entries (key, file, pos, crc) VALUES (?, ?, ?, ?)", rows
+                    "INSERT INTO entries (key, file, pos, crc) VALUES (?, ?, ?, ?)",
+                    ((key, file, pos, entry_crc(key, file, pos)) for key, pos in rows),
                 )
             except sqlite3.IntegrityError:
                 raise duplicate_key(self.path) from None
-            self._delta += len(keys)
+            self._delta = (self._delta or 0) + len(rows)
 
-    def drop_files(self, paths: Iterable[str]) -> None:
-        """Remove every entry of the data files ``paths`` and the files themselves."""
+    @contextlib.contextmanager
+    def _placing(
+        self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]
+    ) -> Iterator[tuple[int, list[tuple[bytes, int]]]]:
+        """A change of the open transaction: ``data``'s file id (a new one when the index has
+        none) and the (key, position) pairs in key order (neighbouring keys share a B-tree
+        page: each is written once); SQLite's errors inside typed."""
         assert self._delta is not None, "no open transaction"
         with self._reading():
-            for path in paths:
-                file = self._file_id(IndexedFile(path), create=False)
-                if file is None:
-                    continue
-                cursor = self._conn.execute("DELETE FROM entries WHERE file = ?", (file,))
+            file = self._file_id(_indexed(data), create=True)
+            assert file is not None
+            yield file, sorted(zip(keys, positions, strict=True))
+
+    def drop_files(self, paths: Iterable[str]) -> None:
+        """Remove every entry of the data files ``paths`` and the files themselves (one scan
+        of the entries per ``LOOKUP_CHUNK`` files)."""
+        assert self._delta is not None, "no open transaction"
+        with self._reading():
+            found = (self._file_id(IndexedFile(path), create=False) for path in paths)
+            files = sorted(file for file in found if file is not None)
+            for at in range(0, len(files), LOOKUP_CHUNK):
+                chunk = files[at : at + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                cursor = self._conn.execute(f"DELETE FROM entries WHERE file IN ({marks})", chunk)
                 self._delta -= cursor.rowcount
-                self._conn.execute("DELETE FROM files WHERE id = ?", (file,))
+                self._conn.execute(f"DELETE FROM files WHERE id IN ({marks})", chunk)
 
     def commit(self, snapshot: int | None) -> None:
         """Make the open transaction's changes durable, the index now matching ``snapshot``."""
@@ -506,7 +532,6 @@ class IndexBuilder:
         conn.execute("DETACH DATABASE scratch")
         self.scratch.unlink(missing_ok=True)
         conn.execute("BEGIN")
-        conn.execute(ENTRIES_INDEX)
         write_meta(
             conn, IndexMeta(FORMAT_VERSION, self.table_uuid, self.key_spec, snapshot, self.rows)
         )

@@ -77,15 +77,23 @@ class BatchPositions:
         self._positions: list[int] = []
 
     def chunk(self, rows: Sequence[NewRows], deleted: pa.Table | None) -> None:
+        """Look up the chunk's keys (each in one chunk only; ``deleted``: the keys that
+        existed before the batch, upserted again or not): the rows found are deleted by position;
+        an upserted key's entry moves to its new row, a key only deleted leaves."""
         upserted = [self._keys(new.rows) for new in rows]
-        found = self.index.lookup([k for keys in upserted for k in keys] + self._keys(deleted))
+        new_keys = {key for keys in upserted for key in keys}
+        found = self.index.lookup(list(new_keys.union(self._keys(deleted))))
         for file, pos in found.values():
             self._files.append(file)
             self._positions.append(pos)
-        self.index.remove(list(found))
+        self.index.remove([key for key in found if key not in new_keys])
         for new, keys in zip(rows, upserted, strict=True):
             data = IndexedFile(new.location, new.partition.spec_id, new.partition.values)
-            self.index.put(data, keys, range(new.first_row, new.first_row + len(keys)))
+            at = range(new.first_row, new.first_row + len(keys))
+            moved = [i for i, key in enumerate(keys) if key in found]
+            added = [i for i, key in enumerate(keys) if key not in found]
+            self.index.move(data, [keys[i] for i in moved], [at[i] for i in moved])
+            self.index.put(data, [keys[i] for i in added], [at[i] for i in added])
 
     def _keys(self, table: pa.Table | None) -> list[bytes]:
         if table is None or not table.num_rows:
