@@ -254,7 +254,9 @@ def test_a_meta_row_or_count_that_is_not_true_refuses_the_index(
     index.close()
     sql(index.path, statement)
     with pytest.raises(KeyIndexUntrustedError) as error:
-        folder.open(UUID, SPEC).files([1])
+        opened = folder.open(UUID, SPEC)
+        opened.files([1])
+        opened.confirm()
     assert error.value.reason == reason, error.value.message
 
 
@@ -298,6 +300,29 @@ def many_rows_index(tmp_path: Path) -> tuple[IndexFolder, Path]:
     return folder, index.path
 
 
+def test_the_whole_file_check_runs_beside_the_first_batch_and_its_failure_stays(
+    tmp_path: Path,
+) -> None:
+    folder, path = many_rows_index(tmp_path)
+    sound = folder.open(UUID, SPEC)  # a batch's lookups and changes while it checks
+    sound.begin()
+    found = sound.lookup(ints(5, 25_000))
+    sound.move(DATA_B, list(found), [40_000, 40_001])
+    sound.put(DATA_B, ints(*range(50_000, 50_100)), range(40_002, 40_102))
+    sound.commit(11)  # the check reads one snapshot: before this commit or after, it agrees
+    sound.confirm()
+    assert sound.confirmed and sound.meta.entries == 40_100
+    sound.close()
+    sql(path, "DELETE FROM entries WHERE pos = 7")  # an entry lost: only the count tells
+    lost = folder.open(UUID, SPEC)
+    assert len(lost.lookup(ints(1, 2, 3))) == 3 and not lost.confirmed
+    for _ in range(2):  # every later call fails too: its answers are never used
+        with pytest.raises(KeyIndexUntrustedError) as error:
+            lost.confirm()
+        assert error.value.reason == "damaged" and "entries" in error.value.message
+    lost.close()
+
+
 def test_bytes_overwritten_in_the_middle_of_an_index_file_refuse_it(tmp_path: Path) -> None:
     folder, path = many_rows_index(tmp_path)
     data = bytearray(path.read_bytes())
@@ -305,7 +330,7 @@ def test_bytes_overwritten_in_the_middle_of_an_index_file_refuse_it(tmp_path: Pa
     data[middle : middle + 3000] = bytes(range(256)) * 11 + bytes(184)
     path.write_bytes(bytes(data))
     with pytest.raises(KeyIndexUntrustedError) as error:
-        folder.open(UUID, SPEC)
+        folder.open(UUID, SPEC).confirm()  # the check beside the first batch finds it
     assert error.value.reason in {"damaged", "crc"}, error.value.message
 
 

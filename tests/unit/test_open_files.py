@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from binlake.errors import KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys
 from binlake.keyindex.folder import IndexFolder
 from binlake.keyindex.open_set import OpenIndexes
@@ -83,3 +85,27 @@ def test_beyond_the_budget_the_least_recently_used_idle_index_is_closed_and_reop
     reopened.close()
     indexes.close_all()
     assert len(indexes) == 0
+
+
+def test_an_index_closed_for_the_budget_before_its_check_passed_is_checked_again(
+    tmp_path: Path,
+) -> None:
+    folder = IndexFolder(tmp_path)
+    uuids = [f"7d3b1c6e-0000-4000-8000-00000000001{i}" for i in range(2)]
+    for uuid in uuids:
+        index_of(folder, uuid).close()
+    damaged = folder.current(uuids[0])
+    assert damaged is not None
+    conn = sqlite3.connect(damaged)
+    conn.execute("DELETE FROM entries WHERE pos = 0")  # an entry lost: only the count tells
+    conn.commit()
+    conn.close()
+    indexes = OpenIndexes(budget=1)
+    indexes.add(uuids[0], folder.open(uuids[0], SPEC, verify=True), lambda u: False)
+    indexes.add(uuids[1], folder.open(uuids[1], SPEC, verify=True), lambda u: False)
+    assert indexes.closed_for_budget == 1
+    assert uuids[0] not in indexes.checked and uuids[1] in indexes.checked
+    with pytest.raises(KeyIndexUntrustedError) as error:
+        folder.open(uuids[0], SPEC, verify=uuids[0] not in indexes.checked).confirm()
+    assert error.value.reason == "damaged"
+    indexes.close_all()

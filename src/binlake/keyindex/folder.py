@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 
 from binlake.crashpoints import crash_point
-from binlake.keyindex.store import IndexBuilder, KeyIndex, untrusted
+from binlake.keyindex.builder import IndexBuilder
+from binlake.keyindex.store import KeyIndex, untrusted
 from binlake.storage.durable import fsync_dir, make_folder, raise_os_error
 
 SUFFIX = ".keyindex"

@@ -5,7 +5,8 @@ Opening one more than the budget closes the least recently used index no batch i
 file stays as it is (an index is closed between two transactions, never inside one), and the
 next batch of its table opens it again. The whole-file check an index gets the first time a
 process opens it (``KeyIndex.open(verify=True)``: its structure and its count of entries) is not
-repeated at a reopen: ``checked`` remembers the tables whose index passed it in this process.
+repeated at a reopen: ``checked`` remembers the tables whose index passed it in this process (an
+index closed before its check was confirmed is checked again).
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ class OpenIndexes:
             if len(self._open) <= self.budget:
                 break
             if uuid != table_uuid and not in_use(uuid):
-                self._open.pop(uuid).close()
+                closed = self._open.pop(uuid)
+                if not _passed(closed):
+                    self.checked.discard(uuid)  # checked again at its next open
+                closed.close()
                 self.closed_for_budget += 1
 
     def pop(self, table_uuid: str) -> KeyIndex | None:
@@ -61,3 +65,12 @@ class OpenIndexes:
         while self._open:
             _, index = self._open.popitem(last=False)
             index.close()
+
+
+def _passed(index: KeyIndex) -> bool:
+    """Whether ``index``'s whole-file check (if one ran beside its first batch) passed."""
+    try:
+        index.confirm()
+    except Exception:  # any failure: the check runs again at the next open
+        return False
+    return True

@@ -35,16 +35,16 @@ memory does not grow with the table) and ``cell_size_check`` (SQLite checks each
 size as it reads it). Changes are made in one transaction (``begin`` ... ``commit(snapshot)``):
 the meta row's snapshot moves with the entries it describes, or neither does.
 
-``IndexBuilder`` writes a new index file from scratch (a rebuild): rows are appended to a
-scratch table as they come, then moved into ``entries`` in key order by SQLite's sorter, the
-meta row written last.
+``binlake.keyindex.builder.IndexBuilder`` writes a new index file from scratch (a rebuild):
+rows are appended to a scratch table as they come, then moved into ``entries`` in key order by
+SQLite's sorter, the meta row written last.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +57,6 @@ from binlake.errors import (
     KeyIndexUntrustedError,
     KeyIndexVersionError,
 )
-from binlake.storage.durable import fsync_fd, raise_os_error
 
 #: The format this binlake reads and writes (``PRAGMA user_version`` and the meta row).
 FORMAT_VERSION = 3
@@ -152,12 +151,15 @@ class KeyIndex:
         self.meta = meta
         #: Entries added (+) and removed (-) in the open transaction.
         self._delta: int | None = None
+        #: The whole-file check running beside the first batch (``open(verify=True)``).
+        self._check: WholeFileCheck | None = None
 
     @classmethod
     def open(cls, path: Path, table_uuid: str, key_spec: str, *, verify: bool) -> KeyIndex:
         """Open ``path``, the index of the table ``table_uuid`` keyed by ``key_spec``;
         ``verify``: check the whole file's structure and its count of entries too (once per
-        process: the first time binlake opens it)."""
+        process: the first time binlake opens it), beside the caller: ``confirm`` waits for it,
+        and nothing the index answered may be used before."""
         if not path.is_file():
             raise untrusted(path, "missing", "the file is missing")
         try:
@@ -166,23 +168,38 @@ class KeyIndex:
             raise untrusted(path, "damaged", f"SQLite cannot open it ({error})") from None
         try:
             meta = _checked_meta(path, conn, table_uuid, key_spec)
-            if verify:
-                _verify(path, conn, meta)
         except (KeyIndexUntrustedError, KeyIndexVersionError):
             conn.close()
             raise
         except sqlite3.Error as error:
             conn.close()
             raise untrusted(path, "damaged", f"SQLite reports: {error}") from None
-        return cls(path, conn, meta)
+        index = cls(path, conn, meta)
+        if verify:
+            index._check = WholeFileCheck(path, meta)
+        return index
 
     @property
     def snapshot(self) -> int | None:
         return self.meta.snapshot
 
+    @property
+    def confirmed(self) -> bool:
+        """Whether no whole-file check is pending or failed (``confirm`` returned)."""
+        return self._check is None
+
+    def confirm(self) -> None:
+        """Wait for the whole-file check ``open`` started, if any: ``KeyIndexUntrustedError``
+        when it failed (and at every later call)."""
+        if self._check is not None:
+            self._check.result()
+            self._check = None
+
     def close(self) -> None:
         if self._delta is not None:
             self.rollback()
+        if self._check is not None:
+            self._check.wait()  # its connection closed before this one (SQLite's last closes)
         self._conn.close()
 
     # ---- reads ---------------------------------------------------------------------------
@@ -294,7 +311,7 @@ class KeyIndex:
         page: each is written once); SQLite's errors inside typed."""
         assert self._delta is not None, "no open transaction"
         with self._reading():
-            file = self._file_id(_indexed(data), create=True)
+            file = self._file_id(as_indexed(data), create=True)
             assert file is not None
             yield file, sorted(zip(keys, positions, strict=True))
 
@@ -356,11 +373,11 @@ class KeyIndex:
         insert_file(self._conn, file, data)
         return file
 
-    def _reading(self) -> _Damage:
-        return _Damage(self.path)
+    def _reading(self) -> SQLiteErrors:
+        return SQLiteErrors(self.path)
 
 
-class _Damage:
+class SQLiteErrors:
     """SQLite's errors as typed ones: a full disk, a damaged file (``KeyIndexUntrustedError``),
     anything else a ``FileAccessError`` naming the file."""
 
@@ -387,7 +404,7 @@ class _Damage:
         ) from None
 
 
-def _indexed(data: IndexedFile | str) -> IndexedFile:
+def as_indexed(data: IndexedFile | str) -> IndexedFile:
     return IndexedFile(data) if isinstance(data, str) else data
 
 
@@ -459,98 +476,52 @@ def _checked_meta(
     return meta
 
 
-def _verify(path: Path, conn: sqlite3.Connection, meta: IndexMeta) -> None:
-    """SQLite's structural check of every page, and the entries counted against the meta row
-    (a page lost or cut off loses entries no CRC can name)."""
-    problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
-    if problems != ["ok"]:
-        raise untrusted(path, "damaged", f"SQLite's check finds: {'; '.join(problems)}")
-    (count,) = conn.execute("SELECT count(*) FROM entries").fetchone()
-    if count != meta.entries:
-        raise untrusted(
-            path, "damaged", f"it holds {count} entries, its meta row says {meta.entries}"
-        )
+class WholeFileCheck:
+    """SQLite's structural check of every page and the entries counted against the meta row (a
+    page lost or cut off loses entries no CRC can name), on a connection of its own in a thread
+    of its own: SQLite releases the GIL, so at 10 M keys its 2 s run beside the first batch's
+    staging instead of before it. It reads one snapshot of the file: the meta row and the count
+    agree whatever the batch commits meanwhile."""
 
-
-class IndexBuilder:
-    """A new index file written from scratch at ``path`` (a temporary name: its caller renames
-    it into place once ``finish`` returned and the file is fsynced)."""
-
-    def __init__(self, path: Path, table_uuid: str, key_spec: str) -> None:
+    def __init__(self, path: Path, meta: IndexMeta) -> None:
         self.path = path
-        self.table_uuid = table_uuid
-        self.key_spec = key_spec
-        self.scratch = path.with_name(path.name + ".scratch")
-        for stale in (path, self.scratch):
-            stale.unlink(missing_ok=True)
-        self._conn = connect(path, building=True)
-        self._files: dict[str, int] = {}
-        self.rows = 0
-        conn = self._conn
-        conn.execute("ATTACH DATABASE ? AS scratch", (str(self.scratch),))
-        conn.execute("PRAGMA scratch.journal_mode = OFF")
-        conn.execute("PRAGMA scratch.synchronous = OFF")
-        conn.execute("BEGIN")
-        for statement in SCHEMA:
-            conn.execute(statement)
-        conn.execute("CREATE TABLE scratch.rows (key BLOB, file INTEGER, pos INTEGER, crc INTEGER)")
+        self.meta = meta
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="binlake-keyindex-check")
+        self._thread.daemon = True
+        self._thread.start()
 
-    def add(self, data: IndexedFile | str, keys: Sequence[bytes], positions: Sequence[int]) -> None:
-        """The live rows of data file ``data``: their keys and positions."""
-        with _Damage(self.path):
-            self._add(_indexed(data), keys, positions)
+    def wait(self) -> None:
+        self._thread.join()
 
-    def _add(self, data: IndexedFile, keys: Sequence[bytes], positions: Sequence[int]) -> None:
-        file = self._files.get(data.path)
-        if file is None:
-            file = self._files[data.path] = len(self._files) + 1
-            insert_file(self._conn, file, data)
-        self._conn.executemany(
-            "INSERT INTO scratch.rows VALUES (?, ?, ?, ?)",
-            (
-                (key, file, pos, entry_crc(key, file, pos))
-                for key, pos in zip(keys, positions, strict=True)
-            ),
-        )
-        self.rows += len(keys)
+    def result(self) -> None:
+        """Wait; raise what the check found."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
-    def finish(self, snapshot: int | None) -> None:
-        """Sort the rows into ``entries``, index them, write the meta row last, and close the
-        file, fsynced."""
-        with _Damage(self.path):
-            self._finish(snapshot)
-
-    def _finish(self, snapshot: int | None) -> None:
-        conn = self._conn
+    def _run(self) -> None:
         try:
-            conn.execute(
-                "INSERT INTO entries SELECT key, file, pos, crc FROM scratch.rows ORDER BY key"
+            conn = connect(self.path)
+            try:
+                conn.execute("BEGIN")
+                self._check(conn)
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except sqlite3.Error as error:
+            self._error = untrusted(self.path, "damaged", f"SQLite reports: {error}")
+        except BaseException as error:  # raised by ``result``, in the caller
+            self._error = error
+
+    def _check(self, conn: sqlite3.Connection) -> None:
+        path, meta = self.path, self.meta
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+        if problems != ["ok"]:
+            raise untrusted(path, "damaged", f"SQLite's check finds: {'; '.join(problems)}")
+        entries = _checked_meta(path, conn, meta.table_uuid, meta.key_spec).entries
+        (count,) = conn.execute("SELECT count(*) FROM entries").fetchone()
+        if count != entries:
+            raise untrusted(
+                path, "damaged", f"it holds {count} entries, its meta row says {entries}"
             )
-        except sqlite3.IntegrityError:
-            raise duplicate_key(self.path) from None
-        conn.execute("COMMIT")
-        conn.execute("DETACH DATABASE scratch")
-        self.scratch.unlink(missing_ok=True)
-        conn.execute("BEGIN")
-        write_meta(
-            conn, IndexMeta(FORMAT_VERSION, self.table_uuid, self.key_spec, snapshot, self.rows)
-        )
-        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        conn.execute("COMMIT")
-        conn.close()
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except OSError as exc:
-            raise_os_error(exc, self.path, "opening a rebuilt key index")
-        try:
-            fsync_fd(fd, "keyindex", self.path)
-        finally:
-            os.close(fd)
-
-    def abandon(self) -> None:
-        """Close and remove what was written (an error or a stop before ``finish``)."""
-        try:
-            self._conn.close()
-        finally:
-            for path in (self.path, self.scratch):
-                path.unlink(missing_ok=True)

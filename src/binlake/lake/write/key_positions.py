@@ -101,7 +101,10 @@ class BatchPositions:
         return encode_keys([table.column(name) for name in self.key])
 
     def deletes(self) -> list[PositionDeletes]:
-        """The rows found, one group per partition of the data files they are in."""
+        """The rows found, one group per partition of the data files they are in; first, the
+        index's whole-file check confirmed (``KeyIndex.confirm``): nothing it answered is
+        committed before."""
+        self.index.confirm()
         files = self.index.files(self._files)
         groups: dict[FilePartition, tuple[list[str], list[int]]] = {}
         for file, pos in zip(self._files, self._positions, strict=True):
