@@ -10,8 +10,14 @@ Per size N (default ``1000000,10000000``), in a temporary folder:
   for any on-disk form of them), printed as a ratio;
 * **bytes per key**: the index file's size (after the rebuild, and after the batches) / N;
 * **lookups**: ``--lookups`` random keys (90% present) in batches of 5,000, per second;
-* **batches**: ``--batches`` batches of 5,000 changed keys each (lookups, the found rows'
-  entries removed, the new rows' entries added, one commit), per second;
+* **batches**: ``--batches`` batches of ``--batch-keys`` keys each (default 5,000; a fraction
+  ``--batch-fresh`` of them new keys, default 0.5, the others random keys the index holds), as
+  the applier's batch does them (lookups, the found keys' entries moved to their new rows, the
+  new keys' entries added, one commit), per second; ``--batch-keys 50000 --batch-fresh 0`` is
+  the index's share of a batch of ``bench/replicate.py``'s ``scale`` section;
+* **dropping**: a catch-up's removal of the last batch's data file's entries (``drop_files``,
+  rolled back; a compaction folded the file): one scan of the entries (format 3 keeps no index
+  on ``(file, pos)``);
 * **peak RSS**: a child process that opens the index and runs the lookups and batches, its
   peak resident memory (``VmHWM``) against the same child at N / 10: the index must not grow
   the applier with the table (ratio near 1).
@@ -31,6 +37,7 @@ from the files (``SELECT sum(id)``: the read alone) as the reference.
 Not a test; run it on a quiet machine. A quick check: ``--keys 100000 --lookups 20000``.
 
     .venv/bin/python bench/keyindex.py [--keys 1000000,10000000] [--lookups 200000] [--batches 20]
+        [--batch-keys 5000] [--batch-fresh 0.5]
     .venv/bin/python bench/keyindex.py --spark-rows 1000000,10000000
 """
 
@@ -81,7 +88,9 @@ def rebuild(folder: IndexFolder, count: int) -> dict[str, float]:
     index = folder.install(builder)
     index.close()
     installed = time.perf_counter()
-    folder.open(UUID, SPEC).close()  # the checks of a first open
+    opened = folder.open(UUID, SPEC)
+    opened.confirm()  # the checks of a first open (beside the first batch in the applier)
+    opened.close()
     checked = time.perf_counter()
     return {
         "add_s": added - started,
@@ -138,7 +147,9 @@ def parquet_reference(path: Path, count: int) -> float:
     return time.perf_counter() - started
 
 
-def work(folder_path: str, count: int, lookups: int, batches: int) -> dict[str, float]:
+def work(
+    folder_path: str, count: int, lookups: int, batches: int, shape: tuple[int, float]
+) -> dict[str, float]:
     """In a child: open the index, look keys up, run batches; rates and peak RSS."""
     folder = IndexFolder(Path(folder_path))
     index = folder.open(UUID, SPEC)
@@ -152,8 +163,9 @@ def work(folder_path: str, count: int, lookups: int, batches: int) -> dict[str, 
     started = time.perf_counter()
     next_key = count * 2
     for batch in range(batches):
-        changed = rng.sample(range(count), BATCH // 2)
-        fresh = list(range(next_key, next_key + BATCH // 2))
+        keys, fresh_share = shape
+        fresh = list(range(next_key, next_key + round(keys * fresh_share)))
+        changed = rng.sample(range(count), keys - len(fresh))
         next_key += len(fresh)
         upserted = keys_of(changed + fresh)
         index.begin()  # as the applier's batch does (``key_positions.BatchPositions.chunk``)
@@ -166,8 +178,14 @@ def work(folder_path: str, count: int, lookups: int, batches: int) -> dict[str, 
         index.put(data, [upserted[i] for i in added], added)
         index.commit(2 + batch)
     batched = time.perf_counter() - started
+    started = time.perf_counter()
+    index.begin()  # a catch-up after a batch's small file was folded: one scan of the entries
+    index.drop_files([f"s3a://bench/new-{batches - 1}.parquet"])
+    index.rollback()
+    dropped = time.perf_counter() - started
     index.close()
     return {
+        "drop_ms": 1000 * dropped,
         "lookups_per_s": lookups / looked,
         "hit_ratio": found / max(lookups, 1),
         "batches_per_s": batches / batched if batched else 0.0,
@@ -185,10 +203,13 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(folder: Path, count: int, lookups: int, batches: int) -> dict[str, float]:
+def child(
+    folder: Path, count: int, lookups: int, batches: int, shape: tuple[int, float]
+) -> dict[str, float]:
     command = [
         sys.executable, __file__, "--child", str(folder), "--keys", str(count),
         "--lookups", str(lookups), "--batches", str(batches),
+        "--batch-keys", str(shape[0]), "--batch-fresh", str(shape[1]),
     ]  # fmt: skip
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     if out.returncode:
@@ -197,7 +218,7 @@ def child(folder: Path, count: int, lookups: int, batches: int) -> dict[str, flo
     return result
 
 
-def measure(count: int, lookups: int, batches: int) -> None:
+def measure(count: int, lookups: int, batches: int, shape: tuple[int, float]) -> None:
     with tempfile.TemporaryDirectory(prefix="binlake-bench-keyindex-") as temp:
         root = Path(temp)
         folder = IndexFolder(root / "keyindex")
@@ -207,10 +228,10 @@ def measure(count: int, lookups: int, batches: int) -> None:
         size = path.stat().st_size
         reference = parquet_reference(root / "reference.parquet", count)
         parquet_size = (root / "reference.parquet").stat().st_size
-        at_size = child(folder.folder, count, lookups, batches)
+        at_size = child(folder.folder, count, lookups, batches, shape)
         small = IndexFolder(root / "small")
         rebuild(small, max(count // 10, 1))
-        at_tenth = child(small.folder, max(count // 10, 1), lookups, batches)
+        at_tenth = child(small.folder, max(count // 10, 1), lookups, batches, shape)
         wal = Path(f"{path}-wal")
         grown = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
         print(f"keys {count:,}")
@@ -231,8 +252,13 @@ def measure(count: int, lookups: int, batches: int) -> None:
             f"{at_size['lookups_per_s'] / at_tenth['lookups_per_s']:.2f}"
         )
         print(
-            f"  batches of {BATCH:,} keys: {at_size['batch_ms']:.0f} ms each; at N/10 "
+            f"  batches of {shape[0]:,} keys ({shape[1]:.0%} new): {at_size['batch_ms']:.0f} "
+            f"ms each; at N/10 "
             f"{at_tenth['batch_ms']:.0f} ms: ratio {at_size['batch_ms'] / at_tenth['batch_ms']:.2f}"
+        )
+        print(
+            f"  a catch-up dropping the last batch's data file: {at_size['drop_ms']:.0f} ms; at "
+            f"N/10 {at_tenth['drop_ms']:.0f} ms"
         )
         print(
             f"  peak RSS {at_size['peak_rss_mb']:.0f} MB; at N/10 {at_tenth['peak_rss_mb']:.0f} "
@@ -286,6 +312,8 @@ def main() -> None:
     parser.add_argument("--keys", default="1000000,10000000")
     parser.add_argument("--lookups", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--batch-keys", type=int, default=BATCH)
+    parser.add_argument("--batch-fresh", type=float, default=0.5, help="share of new keys")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spark-rows", help="sizes of the rebuild with Spark's read instead")
     parser.add_argument("--follow", help="sizes: catch-up after a whole compaction vs rebuild")
@@ -298,12 +326,13 @@ def main() -> None:
         spark_rebuilds([int(n) for n in args.spark_rows.split(",")])
         return
     if args.child:
-        result = work(args.child, int(args.keys), args.lookups, args.batches)
+        shape = (args.batch_keys, args.batch_fresh)
+        result = work(args.child, int(args.keys), args.lookups, args.batches, shape)
         print(json.dumps(result))
         return
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for count in (int(k) for k in args.keys.split(",")):
-        measure(count, args.lookups, args.batches)
+        measure(count, args.lookups, args.batches, (args.batch_keys, args.batch_fresh))
 
 
 if __name__ == "__main__":

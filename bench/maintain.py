@@ -537,7 +537,7 @@ def live_run(
     with rounds.recording():
         # A preloaded row, there at the start.
         prime = f"UPDATE bench.{name} SET a = a + 1 WHERE id = 1"
-        binlake_live(config, live.spark, workload, name, prime)
+        binlake_live(config, live.spark, workload, name, prime, args.console)
     for thread in threads:
         thread.join()
     watch.poll()
@@ -639,6 +639,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--commits", type=int, default=2000, help="binlake commits per table")
     parser.add_argument("--updates", type=int, default=5, help="rows updated per commit")
     parser.add_argument("--minutes", type=float, default=30.0, help="length of a live run")
+    parser.add_argument("--console", help="a file for the live replicator's console, stamped")
     parser.add_argument("--rate", type=float, default=1000.0, help="rows/s of a live run")
     parser.add_argument("--live-updates", type=int, default=20, help="updates per transaction")
     parser.add_argument("--sample-s", type=float, default=60.0, help="seconds between reads")

@@ -201,8 +201,29 @@ def replicate(config: Path, spark: SparkSession) -> tuple[float, ApplyResult]:
     return time.monotonic() - started, result.applied
 
 
+class Stamped(io.StringIO):
+    """A console stream that writes each line to ``path`` with the seconds since it opened
+    (``--console``: what the replicator said, when; a stall shows as a gap)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed with the run
+        self._started = time.monotonic()
+
+    def write(self, text: str) -> int:
+        for line in text.splitlines(keepends=True):
+            self._out.write(f"{time.monotonic() - self._started:8.1f} {line}")
+        self._out.flush()
+        return len(text)
+
+
 def binlake_live(
-    config: Path, spark: SparkSession, workload: Callable[[], None], table: str, prime: str
+    config: Path,
+    spark: SparkSession,
+    workload: Callable[[], None],
+    table: str,
+    prime: str,
+    console_path: str | None = None,
 ) -> None:
     """Run the replicator live while ``workload`` runs; stop once ``bench.table`` has it all.
 
@@ -211,7 +232,8 @@ def binlake_live(
     lags measure replication, not the replicator's start (bench/recovery.py measures that) or
     its way through an earlier section's binlog, which this state folder skips."""
     loaded = load_config(config)
-    replicator = Replicator(loaded, spark=spark, console=Console(io.StringIO()))
+    stream = Stamped(console_path) if console_path else io.StringIO()
+    replicator = Replicator(loaded, spark=spark, console=Console(stream, live=False))
     started = time.monotonic()
 
     def drive() -> None:
