@@ -67,8 +67,8 @@ class IndexBuilder:
         self.rows += len(keys)
 
     def finish(self, snapshot: int | None) -> None:
-        """Sort the rows into ``entries``, index them, write the meta row last, and close the
-        file, fsynced."""
+        """Sort the rows into ``entries``, write the meta row last, and close the file,
+        fsynced."""
         with SQLiteErrors(self.path):
             self._finish(snapshot)
 
