@@ -89,11 +89,14 @@ class BatchPositions:
         self.index.remove([key for key in found if key not in new_keys])
         for new, keys in zip(rows, upserted, strict=True):
             data = IndexedFile(new.location, new.partition.spec_id, new.partition.values)
-            at = range(new.first_row, new.first_row + len(keys))
-            moved = [i for i, key in enumerate(keys) if key in found]
-            added = [i for i, key in enumerate(keys) if key not in found]
-            self.index.move(data, [keys[i] for i in moved], [at[i] for i in moved])
-            self.index.put(data, [keys[i] for i in added], [at[i] for i in added])
+            moved: tuple[list[bytes], list[int]] = ([], [])
+            added: tuple[list[bytes], list[int]] = ([], [])
+            for pos, key in enumerate(keys, start=new.first_row):
+                into = moved if key in found else added
+                into[0].append(key)
+                into[1].append(pos)
+            self.index.move(data, *moved)
+            self.index.put(data, *added)
 
     def _keys(self, table: pa.Table | None) -> list[bytes]:
         if table is None or not table.num_rows:
