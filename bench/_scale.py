@@ -38,7 +38,7 @@ KEYED = (
 )
 FILL = (
     "INSERT INTO bench.{name} SELECT seq, seq % 1000, (seq % 10000000) / 100, "
-    "CONCAT('row-', seq), TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq SECOND "
+    "CONCAT('row-', seq), TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq * {apart} SECOND "
     "FROM bench.seq_{first}_to_{last}"
 )
 #: The same rows as ``FILL``, in Spark (session time zone UTC).
@@ -47,7 +47,7 @@ LAKE_FILL = (
     "CAST(id % 1000 AS INT) AS a",
     "CAST((id % 10000000) / 100 AS DECIMAL(10,2)) AS d",
     "concat('row-', CAST(id AS STRING)) AS s",
-    "CAST(timestamp_seconds(1704067200 + id) AS TIMESTAMP_NTZ) AS ts",
+    "CAST(timestamp_seconds(1704067200 + id * {apart}) AS TIMESTAMP_NTZ) AS ts",
 )
 FILL_CHUNK = 1_000_000
 
@@ -61,21 +61,24 @@ def load_average() -> float:
 # ---- preloading --------------------------------------------------------------------------------
 
 
-def fill_source(sandbox: MariaDBSandbox, name: str, rows: int) -> None:
-    """``bench.name`` with ids 1..rows, not binlogged; then an update of id 1 that is."""
+def fill_source(sandbox: MariaDBSandbox, name: str, rows: int, apart: int = 1) -> None:
+    """``bench.name`` with ids 1..rows, not binlogged; then an update of id 1 that is.
+    ``apart``: seconds between neighbouring rows' ``ts`` (a small table spread over the days a
+    big one spans: as many ``days(ts)`` partitions on both sides)."""
     with sandbox.connect("bench", autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(KEYED.format(name=name))
         cursor.execute("SET SESSION sql_log_bin = 0")
         for first in range(1, rows + 1, FILL_CHUNK):
             last = min(rows, first + FILL_CHUNK - 1)
-            cursor.execute(FILL.format(name=name, first=first, last=last))
+            cursor.execute(FILL.format(name=name, first=first, last=last, apart=apart))
         cursor.execute("SET SESSION sql_log_bin = 1")
         cursor.execute(f"UPDATE bench.{name} SET a = a + 1 WHERE id = 1")
 
 
-def fill_lake(spark: SparkSession, name: str, rows: int) -> None:
-    """Append ids 2..rows to ``lake.bench.name`` (binlake made it, with id 1)."""
-    frame = spark.range(2, rows + 1, 1, 4).selectExpr(*LAKE_FILL)
+def fill_lake(spark: SparkSession, name: str, rows: int, apart: int = 1) -> None:
+    """Append ids 2..rows to ``lake.bench.name`` (binlake made it, with id 1; ``apart`` as
+    ``fill_source``'s)."""
+    frame = spark.range(2, rows + 1, 1, 4).selectExpr(*(e.format(apart=apart) for e in LAKE_FILL))
     frame.writeTo(f"lake.bench.{name}").append()
 
 

@@ -25,7 +25,9 @@ Spark session (``local[2]``, the embedded Hadoop catalog), every figure printed 
    alternating). Then reads of ``bench.big`` (count, point lookup) and its delete
    files. ``--layouts`` repeats it for partitioned tables (``bucket``: ``bucket(16, id)``,
    ``days``: ``days(ts)``; ``none``, the default, is unpartitioned), each on tables of its own
-   (``bench.small_bucket``, ``bench.big_bucket``...).
+   (``bench.small_bucket``, ``bench.big_bucket``...). Under ``days`` the small table's rows are
+   spread over the days the big one's span (its ``ts`` further apart), so a batch's updates,
+   which move rows to today, delete from as many partitions on both sides.
 4. ``mixed``: a sustained mixed workload over three tables (``_scale.MixedWorkload``: order
    inserts with three lines each, customer updates at random keys, order updates, deletes of
    random lines and orders; ``--mixed-transactions``), binlake against python-mysql-replication
@@ -437,9 +439,12 @@ def preload_scale(run: Run, layout: str = "none") -> Path:
     args = run.args
     small, big = scale_tables(layout)
     sizes = ((small, args.small_rows), (big, args.big_rows))
+    # days(ts): the small table's rows spread over the big one's days, so that a batch of random
+    # updates deletes from as many partitions on both sides (like for like).
+    apart = {name: _apart(layout, rows, args.big_rows) for name, rows in sizes}
     for name, rows in sizes:
         started = time.monotonic()
-        fill_source(run.source.sandbox, name, rows)
+        fill_source(run.source.sandbox, name, rows, apart[name])
         say(f"source bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
     partition = LAYOUTS[layout]
     layouts = {name: partition for name in (small, big)} if partition else {}
@@ -449,9 +454,15 @@ def preload_scale(run: Run, layout: str = "none") -> Path:
     replicate(config, run.spark)
     for name, rows in sizes:
         started = time.monotonic()
-        fill_lake(run.spark, name, rows)
+        fill_lake(run.spark, name, rows, apart[name])
         say(f"lake bench.{name}: {rows:,} rows in {time.monotonic() - started:.1f} s")
     return config
+
+
+def _apart(layout: str, rows: int, big_rows: int) -> int:
+    """Seconds between neighbouring rows' ``ts``: 1, or under ``days(ts)`` what spreads
+    ``rows`` over the days ``big_rows`` span."""
+    return max(1, big_rows // rows) if layout == "days" else 1
 
 
 def section_scale(run: Run) -> None:
@@ -465,6 +476,9 @@ def scale_layout(run: Run, layout: str) -> None:
     defaults = preload_scale(run, layout)
     small_table, big_table = scale_tables(layout)
     shape = f"partitioned by {LAYOUTS[layout]}" if LAYOUTS[layout] else "unpartitioned"
+    if _apart(layout, args.small_rows, args.big_rows) > 1:
+        days = args.big_rows / 86_400
+        shape += f", both tables' rows over the same {days:.0f} days"
     for label, config in (("max_transactions 50", defaults.with_name("bounded.toml")),
                           ("default bounds", defaults)):  # fmt: skip
         rates: dict[str, list[float]] = {small_table: [], big_table: []}

@@ -280,6 +280,32 @@ def test_deletes_pruned_after_a_batch_followed_the_compaction_are_caught_up_not_
     assert_verify_passes(config, spark)
 
 
+def churned_in_three_batches(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str
+) -> Path:
+    """``replicated``, then churned in three batches: several position-delete files on the
+    same data files."""
+    config = replicated(tmp_path, source, spark, database)
+    for step in (1, 2, 3):
+        churn(source, database, step)
+        replicate_in_process(config, spark)
+    return config
+
+
+def spy_on_key_reads(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The data files each key read of the index's catch-ups asks for (``read_entries``'s
+    ``files``), in order, from now on."""
+    asked: list[object] = []
+    reading = key_positions.read_entries
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(args[2])
+        return reading(*args, **kwargs)
+
+    monkeypatch.setattr(key_positions, "read_entries", spy)
+    return asked
+
+
 def test_position_deletes_merged_by_maintenance_are_followed_without_reading_rows_again(
     tmp_path: Path, source: MariaDBSandbox, spark: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -289,27 +315,54 @@ def test_position_deletes_merged_by_maintenance_are_followed_without_reading_row
     every delete stays right."""
     database = "ki_merged"
     table = f"{database}.t"
-    config = replicated(tmp_path, source, spark, database)
-    for step in (1, 2, 3):
-        churn(source, database, step)
-        replicate_in_process(config, spark)
+    config = churned_in_three_batches(tmp_path, source, spark, database)
     target = lake_target(load_config(config))
     identifier = target.identifier(TableName.parse(table))
     merged = merge_position_deletes(spark, target.catalog, identifier)
     assert merged["rewritten_delete_files_count"] >= 2, merged
     assert current_lineage(spark, lake_name(config, table))[0].operation == "replace"
-    asked: list[object] = []
-    reading = key_positions.read_entries
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        asked.append(args[2])
-        return reading(*args, **kwargs)
-
-    monkeypatch.setattr(key_positions, "read_entries", spy)
+    asked = spy_on_key_reads(monkeypatch)
     churn(source, database, 4)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     assert asked == [set()], asked  # one catch-up, no data file read again
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
+def test_a_batch_committed_on_top_of_merged_deletes_keeps_its_index_changes(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Maintenance merges position deletes (a ``replace`` that moves no row) between a batch's
+    staging and its commit: Iceberg's retry puts the delta on top of the merge, and the batch's
+    index changes are committed at the delta's snapshot (``committed_at``), not rolled back for
+    the next batch to catch up over the delta (which read again every data file its deletes
+    name: the whole table, with random keys)."""
+    database = "ki_merged_beside"
+    table = f"{database}.t"
+    config = churned_in_three_batches(tmp_path, source, spark, database)
+    keyed, target, batch, staged = staged_batch(
+        config, spark, table, lambda c: c.update((100, "a", 100), (100, "lake", 7))
+    )
+    assert staged.referenced  # the row it replaces is deleted by position
+    lake = lake_target(load_config(config))
+    merged = merge_position_deletes(spark, lake.catalog, lake.identifier(TableName.parse(table)))
+    assert merged["rewritten_delete_files_count"] >= 2, merged
+    merge = current_snapshot(spark, config, table)
+    committed = keyed.deltas.commit(staged, {"binlake.batch": "x"}, table)  # no tag
+    assert committed.parent == merge != target.base_snapshot
+    assert keyed.positions is not None
+    snapshot = keyed.positions.committed_at(target, committed, table)
+    assert snapshot == committed.snapshot
+    keyed.positions.end(batch, snapshot)
+    keyed.positions.close()
+    assert_index_matches_the_table(spark, config, table)
+    asked = spy_on_key_reads(monkeypatch)
+    run_sql(source, database, "UPDATE t SET v = 'source', n = 8 WHERE id = 100")
+    churn(source, database, 4)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert asked == [], asked  # the index matched the base: no catch-up
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 

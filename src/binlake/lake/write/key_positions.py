@@ -18,10 +18,12 @@ lake table in ``<state dir>/keyindex/``). A batch of a table (``KeyedWriter``):
    row's entry is its position in the batch's new data file. All of it in one open SQLite
    transaction.
 3. The caller commits the row delta (snapshot S'), then ``BatchPositions.commit(S')``: the
-   transaction commits with the index's snapshot at S', when S' went on top of B. Anything
-   else (a conflict, a crash before, at ``keyindex_after_delta_commit`` included, or S' put on
-   top of another writer's commit by Iceberg's retry) leaves the index at B, which the next
-   batch catches up from (over both commits).
+   transaction commits with the index's snapshot at S', when S' went on top of B, or on top of
+   commits that only replaced delete files (``committed_at``: maintenance merging or pruning
+   deletes beside the batches moves no row). Anything else (a conflict, a crash before, at
+   ``keyindex_after_delta_commit`` included, or S' put on top of another writer's commit that
+   added or removed data files, by Iceberg's retry) leaves the index at B, which the next batch
+   catches up from (over every commit since).
 
 A damaged entry met in the middle of a batch (``KeyIndexUntrustedError`` from a lookup) ends the
 batch's transaction; ``distrust`` removes the index, and the caller stages the batch again on a
@@ -37,7 +39,7 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from binlake.errors import KeyIndexUntrustedError
+from binlake.errors import BinlakeError, KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys, key_spec
 from binlake.keyindex.folder import IndexFolder
 from binlake.keyindex.open_set import OpenIndexes
@@ -49,9 +51,9 @@ from binlake.lake.write.delta_files import (
     PositionDeletes,
     position_deletes,
 )
-from binlake.lake.write.key_reads import CatchUp, plan_catch_up, read_entries
+from binlake.lake.write.key_reads import CatchUp, plan_catch_up, read_entries, rows_unmoved
 from binlake.lake.write.partitions import FilePartition
-from binlake.lake.write.row_delta import DeltaTable
+from binlake.lake.write.row_delta import Committed, DeltaTable
 
 #: Told of every index that is rebuilt, with why (the typed warning).
 Notice = Callable[[KeyIndexUntrustedError], None]
@@ -170,6 +172,23 @@ class KeyPositions:
                 batch.index.commit(snapshot)
         finally:
             self._lock(uuid).release()
+
+    def committed_at(self, target: DeltaTable, committed: Committed, table: str) -> int | None:
+        """The snapshot a batch's index changes are exact at once its row delta is
+        ``committed``: the delta's own when it went on top of the base, or on top of commits
+        that replaced delete files only (maintenance beside the batches: ``rows_unmoved``);
+        else None (another writer moved or changed rows: the next batch catches up)."""
+        base = target.base_snapshot
+        if committed.follows(base):
+            return committed.snapshot
+        if base is None or committed.table is None:
+            return None
+        try:
+            with spark_errors(f"read the commits of {target.name}", table):
+                unmoved = rows_unmoved(committed.table, base, committed.parent)
+        except BinlakeError:  # unread, the index stays at the base: the safe side
+            return None
+        return committed.snapshot if unmoved else None
 
     def distrust(self, target: DeltaTable, error: KeyIndexUntrustedError, table: str) -> None:
         """The table's index failed a check mid-batch: report it and remove it (the next

@@ -136,6 +136,23 @@ def plan_catch_up(
     )
 
 
+def rows_unmoved(java: JavaObject, since: int, upto: int | None) -> bool:
+    """Whether every commit after ``since`` up to ``upto`` (of Iceberg's ``Table`` ``java``)
+    replaced delete files and nothing else: a ``replace`` that added and removed no data file
+    (maintenance merging position deletes or removing dangling ones). Every live row is then
+    where it was at ``since``, so an index exact at ``since`` is exact at ``upto``."""
+    chain = _lineage(java, since, upto)
+    if isinstance(chain, str):
+        return False
+    io_ = java.io()
+    return all(
+        str(snapshot.operation()) == REPLACE
+        and not _locations(snapshot.addedDataFiles(io_))
+        and not _locations(snapshot.removedDataFiles(io_))
+        for snapshot in chain
+    )
+
+
 def _lineage(java: JavaObject, since: int | None, base: int | None) -> list[JavaObject] | str:
     """The snapshots after ``since`` up to ``base``, newest first, or why there is none."""
     if since is None:

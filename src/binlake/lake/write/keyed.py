@@ -136,9 +136,9 @@ class KeyedWriter:
                 crash_point("apply_before_delta_commit")
                 committed = self.deltas.commit(staged, properties, table)
                 crash_point("keyindex_after_delta_commit")
-                # On top of another writer's commit (Iceberg's retry), the index stays at the
-                # base: the next batch catches it up over both commits.
-                snapshot = committed.snapshot if committed.follows(target.base_snapshot) else None
+                # On top of another writer's commit that moved rows (Iceberg's retry), the index
+                # stays at the base: the next batch catches it up over both commits.
+                snapshot = positions.committed_at(target, committed, table)
             except KeyIndexUntrustedError as error:
                 positions.end(batch, None)
                 if attempt == 2:

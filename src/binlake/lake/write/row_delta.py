@@ -88,7 +88,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -162,6 +162,9 @@ class Committed:
 
     snapshot: int
     parent: int | None
+    #: The table as the commit left it (Iceberg's ``Table``): the commits between the base and
+    #: ``parent`` can be read from it.
+    table: JavaObject = field(default=None, compare=False, repr=False)
 
     def follows(self, base: int | None) -> bool:
         """Whether nothing was committed between ``base`` and this snapshot."""
@@ -541,8 +544,8 @@ class RowDeltaWriter:
         folder (no table, no warehouse, nothing committed): a new JVM loads the classes and a
         new process imports pyarrow's writer before the first batch needs them."""
         c = self._iceberg
-        field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
-        rows = pa.Table.from_arrays([pa.array([1], pa.int64())], schema=pa.schema([field]))
+        id_field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+        rows = pa.Table.from_arrays([pa.array([1], pa.int64())], schema=pa.schema([id_field]))
         with tempfile.TemporaryDirectory(prefix="binlake-warm-") as folder:
             path = os.path.join(folder, "warm.parquet")
             size = write_parquet(rows, path, {}, deletes=False)
@@ -592,4 +595,5 @@ class RowDeltaWriter:
             # After a retry the transaction's view is the metadata it committed: the parent is
             # the commit the delta went on top of.
             parent = transaction.table().snapshot(snapshot_id).parentId()
-            return Committed(snapshot_id, None if parent is None else int(parent))
+            parent_id = None if parent is None else int(parent)
+            return Committed(snapshot_id, parent_id, transaction.table())
