@@ -18,6 +18,9 @@ Per size N (default ``1000000,10000000``), in a temporary folder:
 * **dropping**: a catch-up's removal of the last batch's data file's entries (``drop_files``,
   rolled back; a compaction folded the file): one scan of the entries (format 3 keeps no index
   on ``(file, pos)``);
+* **removing by position**: a catch-up over a batch's commit whose index changes were lost:
+  the entries of ``--batch-keys`` random rows it deleted by position go (``remove_at``, rolled
+  back): one scan of the entries of their data files;
 * **peak RSS**: a child process that opens the index and runs the lookups and batches, its
   peak resident memory (``VmHWM``) against the same child at N / 10: the index must not grow
   the applier with the table (ratio near 1).
@@ -183,9 +186,22 @@ def work(
     index.drop_files([f"s3a://bench/new-{batches - 1}.parquet"])
     index.rollback()
     dropped = time.perf_counter() - started
+    # A catch-up over a batch's commit whose index changes were lost (a kill after its commit):
+    # the rows its position deletes name lose their entries (one scan), rolled back.
+    hits = index.lookup(keys_of(rng.sample(range(count), shape[0])))
+    paths = index.paths({f for f, _ in hits.values()})
+    deleted: dict[str, list[int]] = {}
+    for file, pos in hits.values():
+        deleted.setdefault(paths[file], []).append(pos)
+    started = time.perf_counter()
+    index.begin()
+    index.remove_at(deleted)
+    index.rollback()
+    removed = time.perf_counter() - started
     index.close()
     return {
         "drop_ms": 1000 * dropped,
+        "remove_at_ms": 1000 * removed,
         "lookups_per_s": lookups / looked,
         "hit_ratio": found / max(lookups, 1),
         "batches_per_s": batches / batched if batched else 0.0,
@@ -259,6 +275,10 @@ def measure(count: int, lookups: int, batches: int, shape: tuple[int, float]) ->
         print(
             f"  a catch-up dropping the last batch's data file: {at_size['drop_ms']:.0f} ms; at "
             f"N/10 {at_tenth['drop_ms']:.0f} ms"
+        )
+        print(
+            f"  a catch-up removing a batch's {shape[0]:,} deleted rows by position: "
+            f"{at_size['remove_at_ms']:.0f} ms; at N/10 {at_tenth['remove_at_ms']:.0f} ms"
         )
         print(
             f"  peak RSS {at_size['peak_rss_mb']:.0f} MB; at N/10 {at_tenth['peak_rss_mb']:.0f} "

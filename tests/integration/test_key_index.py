@@ -367,6 +367,45 @@ def test_a_batch_committed_on_top_of_merged_deletes_keeps_its_index_changes(
     assert_verify_passes(config, spark)
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_reading_their_files(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    version: int,
+) -> None:
+    """A batch's row delta committed, its index changes lost (as a kill at
+    ``keyindex_after_delta_commit`` leaves them): the next batch catches up over it by reading
+    the rows it deleted from its position deletes (format 2: a position-delete file; 3: DVs,
+    each merged with the file's older one, which the commit removed) and the batch's own data
+    file; no data file it deleted from is read again (with random keys, most of the table)."""
+    database = f"ki_positional_v{version}"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    if version == 3:
+        to_format_3(spark, config, table)
+    churn(source, database, 1)  # on v3: a DV on the file of row 100
+    replicate_in_process(config, spark)
+    keyed, _target, batch, staged = staged_batch(
+        config, spark, table, lambda c: c.update((100, "a", 100), (100, "lake", 7))
+    )
+    assert staged.referenced  # the row it replaces is deleted by position
+    assert bool(staged.removed_deletes) == (version == 3)  # the older DV it merged
+    keyed.deltas.commit(staged, {"binlake.batch": "x"}, table)  # no tag
+    assert keyed.positions is not None
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    asked = spy_on_key_reads(monkeypatch)
+    run_sql(source, database, "UPDATE t SET v = 'source', n = 8 WHERE id = 100")
+    churn(source, database, 2)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    assert asked[0] == {str(f.location()) for f in staged.data_files}, asked
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
 class CountedOpenIndexes(OpenIndexes):
     """``OpenIndexes`` that remembers each instance made (to read their counts after a run)."""
 

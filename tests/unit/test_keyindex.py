@@ -176,6 +176,30 @@ def test_an_updated_key_moves_in_place_and_leaves_with_its_new_data_file(
     assert folder.open(UUID, SPEC).meta.entries == 8
 
 
+def test_rows_deleted_by_position_lose_their_entries_unless_their_key_moved_on(
+    tmp_path: Path,
+) -> None:
+    """``remove_at`` (a catch-up over another commit's position deletes): an entry naming a
+    deleted row goes; an entry of the same key that names another row stays (the key's row
+    moved on before), and so do positions no entry names and files the index does not hold."""
+    folder = IndexFolder(tmp_path / "keyindex")
+    index = built(folder, {DATA_A: range(10), DATA_B: range(10, 20)}, snapshot=1)
+    index.begin()
+    index.move(DATA_B, ints(4), [10])  # key 4 left A's row 4 for B's row 10
+    index.commit(2)
+    index.begin()
+    gone = {DATA_A: [1, 4, 8], DATA_B: [3], "file:/lake/db/t/data/never.parquet": [0]}
+    index.remove_at(gone)
+    index.commit(3)
+    assert index.meta.entries == 17
+    found = index.lookup(ints(*range(20)))
+    assert {k for k in ints(*range(20)) if k not in found} == set(ints(1, 8, 13))
+    f, pos = found[ints(4)[0]]
+    assert (index.paths([f])[f], pos) == (DATA_B, 10)
+    index.close()
+    assert folder.open(UUID, SPEC).meta.entries == 17
+
+
 def test_a_full_disk_while_adding_entries_is_a_typed_error_and_changes_nothing(
     tmp_path: Path,
 ) -> None:

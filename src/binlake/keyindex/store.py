@@ -45,7 +45,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +64,12 @@ FORMAT_VERSION = 3
 CACHE_KIB = 16 * 1024
 #: Keys per lookup statement (SQLite's bound on parameters is far above it).
 LOOKUP_CHUNK = 500
+#: The rows a catch-up removes by position (``remove_at``): a temporary table of the connection.
+_GONE = "temp.binlake_gone"
+_GONE_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {_GONE} "
+    "(file INTEGER, pos INTEGER, PRIMARY KEY (file, pos)) WITHOUT ROWID"
+)
 
 SCHEMA = (
     "CREATE TABLE meta (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, "
@@ -328,6 +334,35 @@ class KeyIndex:
                 cursor = self._conn.execute(f"DELETE FROM entries WHERE file IN ({marks})", chunk)
                 self._delta -= cursor.rowcount
                 self._conn.execute(f"DELETE FROM files WHERE id IN ({marks})", chunk)
+
+    def remove_at(self, deleted: Mapping[str, Collection[int]]) -> None:
+        """Remove the entries that name a row of ``deleted`` (data file path -> positions: rows
+        another commit deleted by position); an entry naming another row of the key (its row
+        moved on) stays. One scan of the entries per ``LOOKUP_CHUNK`` files, each entry of
+        theirs probed against the positions (a temporary table in SQLite's own memory)."""
+        assert self._delta is not None, "no open transaction"
+        with self._reading():
+            rows: list[tuple[int, int]] = []
+            for path, positions in deleted.items():
+                file = self._file_id(IndexedFile(path), create=False)
+                if file is not None:
+                    rows.extend((file, pos) for pos in positions)
+            if not rows:
+                return
+            conn = self._conn
+            conn.execute(_GONE_TABLE)
+            conn.executemany(f"INSERT OR IGNORE INTO {_GONE} VALUES (?, ?)", sorted(rows))
+            files = sorted({file for file, _ in rows})
+            for at in range(0, len(files), LOOKUP_CHUNK):
+                chunk = files[at : at + LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                cursor = conn.execute(
+                    f"DELETE FROM entries WHERE file IN ({marks}) "
+                    f"AND (file, pos) IN (SELECT file, pos FROM {_GONE})",
+                    chunk,
+                )
+                self._delta -= cursor.rowcount
+            conn.execute(f"DELETE FROM {_GONE}")
 
     def commit(self, snapshot: int | None) -> None:
         """Make the open transaction's changes durable, the index now matching ``snapshot``."""

@@ -48,7 +48,7 @@ from pyspark.sql import SparkSession
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import load_table
-from binlake.lake.write.key_reads import named_data_files
+from binlake.lake.write.catch_up import named_data_files
 
 #: ``rewrite_data_files`` options: rewrite every data file a delete applies to, even alone.
 EVERY_DELETED_FILE = {

@@ -5,11 +5,11 @@ lake table in ``<state dir>/keyindex/``). A batch of a table (``KeyedWriter``):
 
 1. ``begin(target)``: the table was loaded at its base snapshot B; the index is made to match B
    (``_matching``): used as it is when its snapshot is B; caught up when its snapshot is an
-   ancestor of B (``key_reads.plan_catch_up``: the entries of the data files the commits since
-   removed go, the data files they added or deleted rows from are read again at B, in one
-   SQLite transaction that moves the index's snapshot to B); rebuilt from a read of the whole
-   table at B when it is missing, damaged, of another table or key, behind in a way a
-   catch-up cannot follow, or when the commits since moved most of its rows (a compaction of
+   ancestor of B (``catch_up.plan_catch_up``: the entries of the data files the commits since
+   removed go, and of the rows they deleted by position; the data files they added are read at
+   B; in one SQLite transaction that moves the index's snapshot to B); rebuilt from a read of
+   the whole table at B when it is missing, damaged, of another table or key, behind in a way
+   a catch-up cannot follow, or when the commits since moved most of its rows (a compaction of
    most of the table: ``REBUILD_MOVED_ROWS``; a rebuild costs less than dropping and putting
    every entry). Each rebuild is reported through ``notice`` (a typed warning, counted in a
    metric by reason). A table without a snapshot gets an empty index, silently.
@@ -45,13 +45,14 @@ from binlake.keyindex.folder import IndexFolder
 from binlake.keyindex.open_set import OpenIndexes
 from binlake.keyindex.store import IndexedFile, KeyIndex, untrusted
 from binlake.lake.spark.errors import spark_errors
+from binlake.lake.write.catch_up import CatchUp, plan_catch_up, rows_unmoved
 from binlake.lake.write.delta_files import (
     DeltaLayout,
     NewRows,
     PositionDeletes,
     position_deletes,
 )
-from binlake.lake.write.key_reads import CatchUp, plan_catch_up, read_entries, rows_unmoved
+from binlake.lake.write.key_reads import read_entries
 from binlake.lake.write.partitions import FilePartition
 from binlake.lake.write.row_delta import Committed, DeltaTable
 
@@ -250,10 +251,11 @@ class KeyPositions:
         return index
 
     def _catch_up(self, index: KeyIndex, target: DeltaTable, plan: CatchUp, table: str) -> KeyIndex:
-        """Bring ``index`` to the base snapshot in one transaction (see ``key_reads``)."""
+        """Bring ``index`` to the base snapshot in one transaction (see ``catch_up``)."""
         index.begin()
         try:
             index.drop_files(sorted(plan.dropped))
+            index.remove_at(plan.deleted)
             entries = read_entries(self.spark, target, plan.read, table, plan.optional)
             for data, keys, positions in entries:
                 index.put(data, keys, positions)

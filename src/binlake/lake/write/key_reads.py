@@ -1,32 +1,5 @@
-"""What the key index needs of a table: the commits since the index's snapshot, and the keys
-and positions of live rows, read at the snapshot a batch starts from.
-
-``plan_catch_up(target, since)``: the snapshots from ``since`` (exclusive) to the table's base
-snapshot B (inclusive), walked back from B through the parent ids (``Table.snapshot``; no Spark
-job: the manifests each snapshot added are read, so the cost is what those commits changed).
-Each one's data files removed and added, and its delete files added or removed:
-
-* a data file removed: its entries go;
-* a data file added, or one a position delete (or deletion vector) added or removed refers to:
-  its entries go and its live rows are read again at B; a file a delete names that is not live
-  at B (a dangling delete removed, or merged, by maintenance: its data file went before
-  ``since``, so the index holds nothing of it) is only dropped;
-* a ``replace`` snapshot (a compaction, a merge of delete files, dangling deletes removed:
-  Iceberg's ``DataOperations.REPLACE``, files replaced without changing the table's rows): only
-  its data files count (removed: dropped; added: read); the delete files it added or removed
-  change no live row, so the data files they name are not read again;
-* an equality delete added or removed, a position delete whose data files cannot be named, a
-  lineage that does not lead back to ``since`` (expired snapshots, a rollback, another table)
-  or runs longer than ``MAX_CATCH_UP``: the index is rebuilt instead (``CatchUp.rebuild``).
-
-``CatchUp.moved_rows`` counts the rows of the data files the commits added that are still live
-at B (a compaction's output, a batch's new rows): its caller rebuilds instead when that is most
-of the index (``key_positions``), which costs less than dropping and putting each entry.
-
-The data files a position-delete file refers to: its ``referenced_data_file`` (or equal bounds
-of its ``file_path`` column: Iceberg's ``ContentFileUtil.referencedDataFileLocation``), else
-the distinct values of that column, read from the file itself (Parquet, through the table's
-``FileIO``; every page's CRC checked).
+"""The keys and positions of a table's live rows, read at the snapshot a batch starts from: what
+the key index is built from, and what its catch-up reads again (``catch_up``: which files).
 
 ``read_entries(spark, target, files)``: (data file, keys, positions) of the live rows (deletes
 applied) of ``files`` at B, or of the whole table (``files=None``: a rebuild); each data file with
@@ -47,7 +20,6 @@ from __future__ import annotations
 import io
 import uuid
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -61,14 +33,11 @@ from binlake.keyindex.encode import encode_keys
 from binlake.keyindex.store import IndexedFile
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.lookup import java_items
 from binlake.lake.write.delta_files import FIELD_ID
 from binlake.lake.write.row_delta import DeltaTable
 
 JavaObject = Any
-#: Snapshots a catch-up walks at most; a longer lineage is rebuilt (a read of the table).
-MAX_CATCH_UP = 2000
-#: Iceberg's ``DataOperations.REPLACE``: a commit that replaced files, not rows.
-REPLACE = "replace"
 #: A rebuild reads a table no delete reaches on the driver, without a Spark job, up to this many
 #: bytes of data files (a small table's first batch after its copy: hundreds of tables in a
 #: wide database, each a Spark job otherwise).
@@ -82,142 +51,6 @@ _SPLIT = str(SPLIT_BYTES)
 #: The entries travel from the executors as Arrow IPC streams compressed with zstd.
 _IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 _BLOB = "blob binary"
-
-
-@dataclass
-class CatchUp:
-    """What the commits since the index's snapshot did to the table's data files."""
-
-    #: Data files whose entries go (removed, or to be read again).
-    dropped: set[str] = field(default_factory=set)
-    #: Data files live at B whose rows are read again.
-    read: set[str] = field(default_factory=set)
-    #: Of ``read``, the files only a delete file names: read if live at B, else only dropped.
-    optional: set[str] = field(default_factory=set)
-    #: Why the index cannot follow the commits (None: it can).
-    rebuild: str | None = None
-    #: Rows of the data files added since ``since`` and live at B (their record counts).
-    moved_rows: int = 0
-
-
-def plan_catch_up(
-    spark: SparkSession, target: DeltaTable, since: int | None, table: str
-) -> CatchUp:
-    """The catch-up from snapshot ``since`` to ``target``'s base snapshot (see the module
-    docstring)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    util = jvm.org.apache.iceberg.util.ContentFileUtil
-    with spark_errors(f"read the commits of {target.name}", table):
-        chain = _lineage(target.java, since, target.base_snapshot)
-        if isinstance(chain, str):
-            return CatchUp(rebuild=chain)
-        io_ = target.java.io()
-        removed: set[str] = set()
-        added: dict[str, int] = {}
-        named: set[str] = set()
-        for snapshot in reversed(chain):  # oldest first
-            removed |= _locations(snapshot.removedDataFiles(io_))
-            added.update(_record_counts(snapshot.addedDataFiles(io_)))
-            if str(snapshot.operation()) == REPLACE:
-                continue
-            for files in (snapshot.addedDeleteFiles(io_), snapshot.removedDeleteFiles(io_)):
-                referenced = _referenced(util, target, files)
-                if isinstance(referenced, str):
-                    return CatchUp(rebuild=referenced)
-                named |= referenced
-    touched = set(added) | named
-    moved = sum(rows for path, rows in added.items() if path not in removed)
-    return CatchUp(
-        dropped=removed | touched,
-        read=touched - removed,
-        optional=named - set(added) - removed,
-        moved_rows=moved,
-    )
-
-
-def rows_unmoved(java: JavaObject, since: int, upto: int | None) -> bool:
-    """Whether every commit after ``since`` up to ``upto`` (of Iceberg's ``Table`` ``java``)
-    replaced delete files and nothing else: a ``replace`` that added and removed no data file
-    (maintenance merging position deletes or removing dangling ones). Every live row is then
-    where it was at ``since``, so an index exact at ``since`` is exact at ``upto``."""
-    chain = _lineage(java, since, upto)
-    if isinstance(chain, str):
-        return False
-    io_ = java.io()
-    return all(
-        str(snapshot.operation()) == REPLACE
-        and not _locations(snapshot.addedDataFiles(io_))
-        and not _locations(snapshot.removedDataFiles(io_))
-        for snapshot in chain
-    )
-
-
-def _lineage(java: JavaObject, since: int | None, base: int | None) -> list[JavaObject] | str:
-    """The snapshots after ``since`` up to ``base``, newest first, or why there is none."""
-    if since is None:
-        return "the index was made before the table's first commit"
-    chain = []
-    at = base
-    while at != since:
-        snapshot = None if at is None else java.snapshot(at)
-        if snapshot is None:
-            return (
-                f"the index's snapshot {since} is not an ancestor of the table's snapshot "
-                f"{base} (expired, rolled back, or another table's)"
-            )
-        chain.append(snapshot)
-        if len(chain) > MAX_CATCH_UP:
-            return f"more than {MAX_CATCH_UP} commits since the index's snapshot"
-        parent = snapshot.parentId()
-        at = None if parent is None else int(parent)
-    return chain
-
-
-def _iterate(iterable: JavaObject) -> Iterator[JavaObject]:
-    iterator = iterable.iterator()
-    while iterator.hasNext():
-        yield iterator.next()
-
-
-def _locations(files: JavaObject) -> set[str]:
-    return {str(f.location()) for f in _iterate(files)}
-
-
-def _record_counts(files: JavaObject) -> dict[str, int]:
-    return {str(f.location()): int(f.recordCount()) for f in _iterate(files)}
-
-
-def _referenced(util: JavaObject, target: DeltaTable, delete_files: JavaObject) -> set[str] | str:
-    """The data files ``delete_files`` (position deletes, DVs) refer to, or why they cannot be
-    followed (an equality delete; a position delete file binlake cannot read). ``util``:
-    Iceberg's ``ContentFileUtil``."""
-    out: set[str] = set()
-    for delete_file in _iterate(delete_files):
-        if str(delete_file.content().toString()) != "POSITION_DELETES":
-            return "a commit added or removed equality deletes"
-        single = util.referencedDataFileLocation(delete_file)
-        if single is not None:
-            out.add(str(single))
-        elif str(delete_file.format().toString()) == "PARQUET":
-            out |= named_data_files(target.java.io(), str(delete_file.location()))
-        else:
-            return f"a position delete file in {delete_file.format()} names several data files"
-    return out
-
-
-def named_data_files(io_: JavaObject, location: str) -> set[str]:
-    """The distinct ``file_path`` values of the Parquet position-delete file at ``location``,
-    read through the table's ``FileIO`` (``io_``), every page's CRC checked."""
-    stream = io_.newInputFile(location).newStream()
-    try:
-        data = bytes(stream.readAllBytes())
-    finally:
-        stream.close()
-    column = pq.read_table(
-        io.BytesIO(data), columns=["file_path"], page_checksum_verification=True
-    ).column(0)
-    return {str(p) for p in pc.unique(column).to_pylist()}
 
 
 # ---- live rows, read at the base snapshot ---------------------------------------------------
@@ -262,7 +95,7 @@ def read_entries(
                     return
                 manager.stageTasks(target.java, set_id, tasks)
                 frame = _staged_frame(spark, set_id)
-            indexed = file_partitions(jvm, target, _iterate(tasks))
+            indexed = file_partitions(jvm, target, java_items(tasks))
             frame = _keys_frame(frame, target.layout.key)
             for row in frame.toLocalIterator():
                 entries = pa.ipc.open_stream(pa.py_buffer(row[0])).read_all()
@@ -317,7 +150,7 @@ def _unchanged_small_files(target: DeltaTable) -> list[JavaObject] | None:
     size = 0
     planned = target.java.newScan().useSnapshot(target.base_snapshot).planFiles()
     try:
-        for task in _iterate(planned):
+        for task in java_items(planned):
             data = task.file()
             size += int(data.fileSizeInBytes())
             if task.deletes().size() or str(data.format()) != "PARQUET" or size > READ_HERE_BYTES:
@@ -390,7 +223,7 @@ def _tasks(
     scan = target.java.newScan().useSnapshot(target.base_snapshot)
     planned = scan.planFiles()
     try:
-        for task in _iterate(planned):
+        for task in java_items(planned):
             location = str(task.file().location())
             if every or location in wanted:
                 tasks.add(task)

@@ -218,6 +218,24 @@ class VectorWriter:
         return StagedVectors(location, tuple(files), tuple(removed), rows)
 
 
+def delete_positions(
+    util: JavaObject,
+    io_: JavaObject,
+    delete_file: JavaObject,
+    data_files: Collection[str] | None,
+    table: str,
+) -> Iterator[tuple[str, Positions]]:
+    """(data file, positions) of the rows the position delete ``delete_file`` (a DV, or a
+    Parquet position-delete file) deletes in ``data_files`` (None: in every data file it
+    names), checked as ``merged`` checks them. ``util``: Iceberg's ``ContentFileUtil``."""
+    if util.isDV(delete_file):
+        data_file = str(util.referencedDataFileLocation(delete_file))
+        if data_files is None or data_file in data_files:
+            yield data_file, _read_vector(io_, delete_file, data_file, table)
+        return
+    yield from _read_v2(io_, str(delete_file.location()), data_files, table)
+
+
 def _by_file(deletes: pa.Table) -> dict[str, Positions]:
     paths = deletes.column("file_path")
     out = {}
@@ -252,10 +270,10 @@ def _read_vector(io_: JavaObject, dv: JavaObject, data_file: str, table: str) ->
 
 
 def _read_v2(
-    io_: JavaObject, location: str, data_files: Collection[str], table: str
+    io_: JavaObject, location: str, data_files: Collection[str] | None, table: str
 ) -> Iterator[tuple[str, Positions]]:
     """(data file, positions) of the rows of a Parquet position-delete file naming
-    ``data_files`` (every page's CRC checked)."""
+    ``data_files`` (None: every row; every page's CRC checked)."""
     try:
         stream = io_.newInputFile(location).newStream()
         try:
@@ -270,8 +288,9 @@ def _read_v2(
         )
     except (OSError, pa.ArrowException) as error:
         raise _damaged(location, None, table, str(error)) from None
-    wanted = rows.filter(pc.is_in(rows.column("file_path"), pa.array(list(data_files))))
-    yield from _by_file(wanted).items()
+    if data_files is not None:
+        rows = rows.filter(pc.is_in(rows.column("file_path"), pa.array(list(data_files))))
+    yield from _by_file(rows).items()
 
 
 def _unreadable(
