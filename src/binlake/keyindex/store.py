@@ -339,7 +339,8 @@ class KeyIndex:
         """Remove the entries that name a row of ``deleted`` (data file path -> positions: rows
         another commit deleted by position); an entry naming another row of the key (its row
         moved on) stays. One scan of the entries per ``LOOKUP_CHUNK`` files, each entry of
-        theirs probed against the positions (a temporary table in SQLite's own memory)."""
+        theirs probed against the positions (a temporary table of the connection, emptied
+        after)."""
         assert self._delta is not None, "no open transaction"
         with self._reading():
             rows: list[tuple[int, int]] = []

@@ -14,6 +14,8 @@ delete files added or removed:
   row moved keeps its new entry). No data file is read again: a batch's delete of random keys
   names most of a big table's files, and reading them again cost the next batch a read of the
   table (150 s at 10 M rows);
+  Past ``MAX_DELETED_ROWS`` such rows in one catch-up, their data files are read again
+  instead (memory stays bounded);
 * a position delete removed: the rows it deleted may live again, so each data file it names is
   read again at B, its entries dropped first; a file that is not live at B (a dangling delete
   removed: its data file went before ``since``, so the index holds nothing of it) is only
@@ -61,6 +63,9 @@ JavaObject = Any
 MAX_CATCH_UP = 2000
 #: Iceberg's ``DataOperations.REPLACE``: a commit that replaced files, not rows.
 REPLACE = "replace"
+#: Rows deleted by position a catch-up holds at most (about 70 bytes each in Python sets);
+#: beyond, the data files they are in are read again instead (a long lineage of big deletes).
+MAX_DELETED_ROWS = 2_000_000
 
 
 @dataclass
@@ -110,6 +115,8 @@ class _Commits:
         #: Data files a removed delete named: read again.
         self.named: set[str] = set()
         self.deleted: dict[str, set[int]] = {}
+        #: Positions in ``deleted`` (past ``MAX_DELETED_ROWS``: none kept, every file read).
+        self.held = 0
 
     def follow(self, snapshot: JavaObject) -> str | None:
         """Take in one commit; why the index cannot follow it (None: it can)."""
@@ -135,8 +142,14 @@ class _Commits:
             reason = self._removed(delete_file, now)
             if reason is not None:
                 return reason
+        if self.held + sum(map(len, now.values())) > MAX_DELETED_ROWS:
+            self.named |= set(self.deleted) | set(now)  # too many to hold: read them again
+            self.deleted.clear()
+            self.held = MAX_DELETED_ROWS + 1
+            return None
         for path, deleted in now.items():
             self.deleted.setdefault(path, set()).update(deleted)
+            self.held += len(deleted)
         return None
 
     def _removed(self, delete_file: JavaObject, now: dict[str, set[int]]) -> str | None:
