@@ -75,11 +75,15 @@ CRASH_TIMEOUT_S = 120
 #: files, which ``apply_before_delta_commit`` leaves too (and which the cluster's kills after
 #: it also meet: a dead driver's application holding the cluster's cores); a kill between two
 #: tables' commits leaves each table as a kill before its commit or ``apply_after_commits``
-#: does, and the restart reads each table's own position.
+#: does, and the restart reads each table's own position; a kill before an added column's
+#: backfill leaves the catalog as a kill between two schema statements does (``apply_during_ddl``,
+#: killed on both: a schema commit landed, no positioned commit yet), and the restart reads the
+#: ALTER again from the table's position before it, on either target.
 EMBEDDED_ONLY = {p for p in CASES if p.startswith("cut_")} | {
     "apply_before_commit",
     "apply_during_purge",
     "apply_between_tables",
+    "apply_before_backfill",
 }
 
 
