@@ -132,7 +132,9 @@ class _Commits:
         now: dict[str, set[int]] = {}
         for delete_file in new:
             if not self._readable(delete_file):  # read again what it names, if one data file
-                reason = self._name_one(delete_file)
+                reason = self._name_one(
+                    delete_file, self.util.referencedDataFileLocation(delete_file)
+                )
                 if reason is not None:
                     return reason
                 continue
@@ -165,13 +167,13 @@ class _Commits:
             if held is not None and held <= now[path]:
                 return None
         if single is not None or not self._readable(delete_file):
-            return self._name_one(delete_file)
+            return self._name_one(delete_file, single)
         self.named |= named_data_files(self.io, str(delete_file.location()))
         return None
 
-    def _name_one(self, delete_file: JavaObject) -> str | None:
-        """Read again the one data file ``delete_file`` names; why not (it names several)."""
-        single = self.util.referencedDataFileLocation(delete_file)
+    def _name_one(self, delete_file: JavaObject, single: JavaObject) -> str | None:
+        """Read again ``single``, the one data file ``delete_file`` names; why not (None: it
+        names several)."""
         if single is None:
             return f"a position delete file in {delete_file.format()} names several data files"
         self.named.add(str(single))
