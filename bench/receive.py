@@ -7,6 +7,9 @@ the rows events are the server's usual 8 KB pieces), then in the same run times:
 - binlake: ``Receiver(...).run()`` with ``--until-caught-up`` semantics into a fresh state folder:
   the replication protocol, every event's CRC32 checked by the client on receipt (the relay
   log writer checks its framing), appended to the relay log with the default grouped fsync;
+  compiled and pure Python (``BINLAKE_PURE_PYTHON=1``), each in a subprocess of its own, timed
+  inside it (a build that is absent or stale runs pure Python both times: the mode is printed
+  beside each figure);
 - ``mariadb-binlog --read-from-remote-server --raw --to-last-log`` copying the same binlogs
   into files (C; no checksum verification, no fsync);
 - for the breakdown, the same ``mariadb-binlog`` run followed by an fsync of each file it wrote
@@ -36,12 +39,14 @@ import io
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from binlake.compiled import PURE_ENV, describe
 from binlake.config import config_from_mapping
 from binlake.source.client import DumpStart, SourceConnection
 from binlake.source.progress import Progress
@@ -102,12 +107,12 @@ def binlog_bytes(sandbox: MariaDBSandbox) -> int:
     return sum(int(size) for _name, size in rows)
 
 
-def time_binlake(sandbox: MariaDBSandbox, work: Path, nbytes: int) -> Timing:
+def time_binlake(host: str, port: int, work: Path, nbytes: int) -> Timing:
     state = work / "state"
     shutil.rmtree(state, ignore_errors=True)
     config = config_from_mapping(
         {
-            "source": {"host": sandbox.host, "port": sandbox.port, "user": "root", "server_id": 77},
+            "source": {"host": host, "port": port, "user": "root", "server_id": 77},
             "state": {"dir": str(state)},
         },
         base_dir=work,
@@ -120,6 +125,20 @@ def time_binlake(sandbox: MariaDBSandbox, work: Path, nbytes: int) -> Timing:
     seconds = time.perf_counter() - started
     assert result.outcome is Outcome.CAUGHT_UP, progress.stream
     return Timing(seconds, nbytes, result.events)
+
+
+def binlake_in_subprocess(
+    sandbox: MariaDBSandbox, work: Path, nbytes: int, *, pure: bool
+) -> tuple[Timing, str]:
+    """``time_binlake`` in a fresh process, compiled modules or (``pure``) not; its mode."""
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    if pure:
+        env[PURE_ENV] = "1"
+    command = [sys.executable, __file__, "--receive-only", sandbox.host, str(sandbox.port)]
+    command += [str(work), str(nbytes)]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    seconds, events, mode = out.rstrip("\n").split("\t")
+    return Timing(float(seconds), nbytes, int(events)), mode
 
 
 def time_client(sandbox: MariaDBSandbox, nbytes: int) -> Timing:
@@ -227,7 +246,13 @@ def main() -> None:
     parser.add_argument("--rows-per-transaction", type=int, default=1000)
     parser.add_argument("--row-bytes", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--receive-only", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.receive_only:  # the child of binlake_in_subprocess
+        host, port, work, nbytes = args.receive_only
+        timing = time_binlake(host, int(port), Path(work), int(nbytes))
+        print(f"{timing.seconds}\t{timing.events}\t{describe()}")
+        return
     with tempfile.TemporaryDirectory(prefix="binlake-bench-") as tmp:
         work = Path(tmp)
         sandbox = MariaDBSandbox(work / "mariadb", extra_args=SANDBOX_ARGS)
@@ -239,6 +264,8 @@ def main() -> None:
                 f"{time.perf_counter() - started:.1f} s"
             )
             binlake: list[Timing] = []
+            pure: list[Timing] = []
+            modes: dict[bool, str] = {}
             reference: list[Timing] = []
             durable: list[Timing] = []
             followed: list[Timing] = []
@@ -247,8 +274,12 @@ def main() -> None:
                 settle()
                 reference.append(time_mariadb_binlog(sandbox, work))
                 settle()
-                binlake.append(time_binlake(sandbox, work, nbytes))
-                settle()
+                for is_pure, runs in ((False, binlake), (True, pure)):
+                    timing, modes[is_pure] = binlake_in_subprocess(
+                        sandbox, work, nbytes, pure=is_pure
+                    )
+                    runs.append(timing)
+                    settle()
                 durable.append(time_mariadb_binlog(sandbox, work, durable="fsync"))
                 settle()
                 followed.append(time_mariadb_binlog(sandbox, work, durable="follow"))
@@ -258,11 +289,17 @@ def main() -> None:
                 timing.events = binlake[0].events
             best_ref = report("mariadb-binlog", reference)
             best = report("binlake receive", binlake)
+            best_pure = report("binlake receive (pure)", pure)
+            print(f"  (modes: {modes[False]}; {modes[True]})")
             best_durable = report("(mariadb-binlog + fsync)", durable)
             best_followed = report("(+ writeback, fsync)", followed)
             report("(client alone)", client)
             print(
                 f"ratio (binlake / mariadb-binlog, MB/s): {best.mb_per_s / best_ref.mb_per_s:.2f}x"
+            )
+            print(
+                f"  (pure Python: {best_pure.mb_per_s / best_ref.mb_per_s:.2f}x; compiled / pure: "
+                f"{best.mb_per_s / best_pure.mb_per_s:.2f}x)"
             )
             print(
                 "  (binlake / mariadb-binlog with its files fsynced, not the goal's reference: "
