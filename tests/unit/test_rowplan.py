@@ -115,3 +115,16 @@ def test_odd_temporal_and_decimal_values_go_through_the_python_helpers() -> None
     assert after is None
     assert [str(v) for v in before] == ["0000-00-00", "0000-00-00 00:00:00", "0.00"]
     assert isinstance(before[2], Decimal) and not isinstance(before[0], dt.date)
+
+
+@needs_native
+def test_a_decoder_is_initialised_once() -> None:
+    """Decoders are cached and shared: one changed under another thread's call would be read
+    while its plan is freed."""
+    assert NATIVE is not None
+    decoder = NATIVE.RowsDecoder(((rowplan.OP_INT, 0, 4, 0, None),), (), "write", 1, ABSENT)
+    with pytest.raises(TypeError, match="initialised once"):
+        decoder.__init__((), (), "write", 1, ABSENT)
+    row = (5).to_bytes(4, "little")
+    out: list[Any] = []
+    assert decoder(b"\x00" + row, 5, out) == 5 and out == [(None, (5,))]

@@ -105,6 +105,25 @@ image_clear(Image *image)
     image->count = 0;
 }
 
+/* Whether an op's sizes are ones its reads are written for (the buffer checks rely on them). */
+static int
+sizes_fit(const Column *c)
+{
+    long long a = c->a;
+    switch (c->op) {
+    case OP_INT: return a == 1 || a == 2 || a == 3 || a == 4 || a == 8;
+    case OP_FLOAT: return a == 4 || a == 8;
+    case OP_BYTES: return a >= 1 && a <= 4 && c->b >= 0;
+    case OP_TEXT: return a >= 1 && a <= 4;
+    case OP_DECIMAL: return a >= 0 && c->b >= 1 && c->b <= MAX_DECIMAL_BYTES;
+    case OP_BIT: return a >= 0 && a <= 64;
+    case OP_ENUM: return a == 1 || a == 2;
+    case OP_SET: return a >= 1 && a <= 8;
+    case OP_DATETIME2: case OP_TIMESTAMP2: case OP_TIME2: return a >= 0 && a <= 6;
+    default: return 1;
+    }
+}
+
 static int
 decimal_groups_from(Column *c)
 {
@@ -147,6 +166,10 @@ column_from(Column *c, PyObject *item, Py_ssize_t column_count)
         PyErr_SetString(PyExc_ValueError, "a row plan names an unknown op or column");
         return -1;
     }
+    if (!sizes_fit(c)) {
+        PyErr_Format(PyExc_ValueError, "a row plan's op %d has sizes %lld, %lld", op, c->a, c->b);
+        return -1;
+    }
     if ((op == OP_DECIMAL || op == OP_TIMESTAMP2)) {
         if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
             PyErr_SetString(PyExc_TypeError, "a row plan's pair is not a 2-tuple");
@@ -164,6 +187,10 @@ column_from(Column *c, PyObject *item, Py_ssize_t column_count)
     }
     if ((op == OP_ENUM || op == OP_SET) && !PyTuple_Check(obj)) {
         PyErr_SetString(PyExc_TypeError, "ENUM/SET labels are not a tuple");
+        return -1;
+    }
+    if (op == OP_SET && PyTuple_GET_SIZE(obj) > 64) {
+        PyErr_SetString(PyExc_ValueError, "a SET has at most 64 labels");
         return -1;
     }
     return 0;
@@ -601,15 +628,21 @@ decoder_init(RowsDecoder *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOsnO", names, &before, &after, &kind,
                                      &column_count, &absent))
         return -1;
-    image_clear(&self->before);
-    image_clear(&self->after);
+    if (self->absent != NULL) {  /* a decoder in use by another thread must not change */
+        PyErr_SetString(PyExc_TypeError, "a RowsDecoder is initialised once");
+        return -1;
+    }
     self->kind = strcmp(kind, "write") == 0 ? 0 : strcmp(kind, "delete") == 0 ? 1 : 2;
     if (self->kind == 2 && strcmp(kind, "update") != 0) {
         PyErr_Format(PyExc_ValueError, "unknown rows event kind %s", kind);
         return -1;
     }
+    if (column_count < 0) {
+        PyErr_SetString(PyExc_ValueError, "a negative column count");
+        return -1;
+    }
     self->column_count = column_count;
-    Py_XSETREF(self->absent, Py_NewRef(absent));
+    self->absent = Py_NewRef(absent);
     if (image_from(&self->before, before, column_count) < 0)
         return -1;
     return self->kind == 2 ? image_from(&self->after, after, column_count) : 0;
