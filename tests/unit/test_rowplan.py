@@ -13,6 +13,7 @@ import pytest
 
 from binlake.binlog import rowplan
 from binlake.binlog.constants import ColumnType as T
+from binlake.binlog.encodings.charsets import CHARSET_CODECS, charmap_table
 from binlake.binlog.rowcodec import DECODE_FAILURES
 from binlake.binlog.rowplan import NATIVE, column_op, native_rows_decoder
 from binlake.binlog.values import ABSENT, ColumnSpec, value_decoder
@@ -35,6 +36,8 @@ NATIVE_COLUMNS = {
     "int": (spec(T.LONG), rowplan.OP_INT),
     "double": (spec(T.DOUBLE), rowplan.OP_FLOAT),
     "utf8 varchar": (spec(T.VARCHAR, 80, 80, codec="utf-8"), rowplan.OP_TEXT),
+    "latin1 varchar": (spec(T.VARCHAR, 80, 80, codec="binlake_latin1"), rowplan.OP_TEXT),
+    "gbk text": (spec(T.BLOB, 2, 2, codec="gbk"), rowplan.OP_TEXT),
     "binary(4)": (spec(T.STRING, 0, 4), rowplan.OP_BYTES),
     "blob": (spec(T.BLOB, 2, 2), rowplan.OP_BYTES),
     "decimal": (spec(T.NEWDECIMAL, 12 << 8 | 2), rowplan.OP_DECIMAL),
@@ -67,6 +70,40 @@ def test_the_common_column_types_are_decoded_in_c(name: str) -> None:
 def test_other_column_types_carry_their_python_decoder(name: str) -> None:
     column = PYTHON_COLUMNS[name]
     assert column_op(column) == (rowplan.OP_PYTHON, 0, 0, 0, value_decoder(column))
+
+
+def test_text_is_decoded_by_utf_8_a_single_byte_charsets_table_or_its_codecs_name() -> None:
+    def how(codec: str) -> tuple[int, object]:
+        op = column_op(spec(T.VARCHAR, 80, 80, codec=codec))
+        return op[3], op[4]
+
+    assert how("utf-8") == (rowplan.TEXT_UTF8, "utf-8")
+    assert how("binlake_latin1") == (rowplan.TEXT_CHARMAP, charmap_table("binlake_latin1"))
+    assert how("gbk") == (rowplan.TEXT_CODEC, "gbk")
+
+
+SINGLE_BYTE = sorted(
+    codec for codec in CHARSET_CODECS.values() if codec and charmap_table(codec) is not None
+)
+
+
+@needs_native
+@pytest.mark.parametrize("codec", SINGLE_BYTE)
+def test_every_byte_of_a_single_byte_charset_decodes_as_its_codec_decodes_it(codec: str) -> None:
+    decoder = native_rows_decoder("write", [spec(T.VARCHAR, 80, 80, codec=codec)], [], 1)
+    assert decoder is not None
+    for byte in range(256):
+        image = bytes((0, 1, byte))
+        try:
+            expected: object = bytes((byte,)).decode(codec)
+        except UnicodeDecodeError:
+            expected = UnicodeDecodeError
+        out: list[Any] = []
+        try:
+            decoder(image, len(image), out)
+        except UnicodeDecodeError:
+            out = [(None, (UnicodeDecodeError,))]
+        assert out == [(None, (expected,))], f"byte {byte:#x}"
 
 
 def test_a_binary_column_is_padded_back_to_its_length_and_a_varbinary_is_not() -> None:

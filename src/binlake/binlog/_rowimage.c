@@ -23,7 +23,7 @@ enum {
     OP_INT = 1,        /* a: width 1, 2, 3, 4 or 8; b: unsigned */
     OP_FLOAT = 2,      /* a: width 4 or 8 */
     OP_BYTES = 3,      /* a: length prefix bytes; b: pad to b bytes with NUL (BINARY), 0: none */
-    OP_TEXT = 4,       /* a: length prefix bytes; b: 1 for utf-8; obj: the codec's name */
+    OP_TEXT = 4,       /* a: length prefix bytes; b: TEXT_*; obj: the codec's name or table */
     OP_DECIMAL = 5,    /* a: scale; b: bytes; obj: (Decimal, ((bytes, digits), ...)) */
     OP_YEAR = 6,
     OP_BIT = 7,        /* a: bits */
@@ -35,6 +35,8 @@ enum {
     OP_TIME2 = 13,     /* a: fsp */
     OP_COUNT = 14
 };
+
+enum { TEXT_CODEC = 0, TEXT_UTF8 = 1, TEXT_CHARMAP = 2 };
 
 #define MAX_GROUPS 16
 #define MAX_DECIMAL_BYTES 40
@@ -114,7 +116,7 @@ sizes_fit(const Column *c)
     case OP_INT: return a == 1 || a == 2 || a == 3 || a == 4 || a == 8;
     case OP_FLOAT: return a == 4 || a == 8;
     case OP_BYTES: return a >= 1 && a <= 4 && c->b >= 0;
-    case OP_TEXT: return a >= 1 && a <= 4;
+    case OP_TEXT: return a >= 1 && a <= 4 && c->b >= TEXT_CODEC && c->b <= TEXT_CHARMAP;
     case OP_DECIMAL: return a >= 0 && c->b >= 1 && c->b <= MAX_DECIMAL_BYTES;
     case OP_BIT: return a >= 0 && a <= 64;
     case OP_ENUM: return a == 1 || a == 2;
@@ -180,7 +182,7 @@ column_from(Column *c, PyObject *item, Py_ssize_t column_count)
         return op == OP_DECIMAL ? decimal_groups_from(c) : 0;
     }
     c->obj = Py_NewRef(obj);
-    if (op == OP_TEXT) {
+    if (op == OP_TEXT && c->b != TEXT_CHARMAP) {
         c->codec = PyUnicode_AsUTF8(obj);
         if (c->codec == NULL)
             return -1;
@@ -268,8 +270,10 @@ int_value(const Column *c, const unsigned char *s)
 static PyObject *
 text_value(const Column *c, const unsigned char *s, Py_ssize_t n)
 {
-    if (c->b)
+    if (c->b == TEXT_UTF8)
         return PyUnicode_DecodeUTF8((const char *)s, n, "strict");
+    if (c->b == TEXT_CHARMAP)  /* what the codec's decode, codecs.charmap_decode, runs */
+        return PyUnicode_DecodeCharmap((const char *)s, n, c->obj, "strict");
     return PyUnicode_Decode((const char *)s, n, c->codec, "strict");
 }
 

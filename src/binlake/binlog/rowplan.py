@@ -8,8 +8,8 @@ codec), NEWDECIMAL, YEAR, BIT, ENUM, SET, DATE, DATETIME2, TIMESTAMP2 and TIME2 
 C; the values the snippets hand to a Python helper (zero dates, odd timestamps) go to the same
 helper. Every other column (the old temporal formats, JSON, GEOMETRY, hinted MariaDB types)
 holds its Python per-value decoder, ``values.value_decoder(spec)``, which C calls. The pure
-Python decoders stay the reference: tests/property/test_native_rows.py checks that both give the
-same values, of the same types, and fail on the same bytes.
+Python decoders stay the reference: tests/property/test_rows_roundtrip.py checks that both give
+the same values, of the same types, and fail with the same typed errors.
 """
 
 from __future__ import annotations
@@ -24,11 +24,14 @@ from typing import Any, Final
 from binlake.binlog import values
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.encodings import temporal
+from binlake.binlog.encodings.charsets import charmap_table
 from binlake.binlog.encodings.decimals import decimal_groups
 from binlake.binlog.values import ABSENT, ColumnSpec, value_decoder
 
 OP_PYTHON, OP_INT, OP_FLOAT, OP_BYTES, OP_TEXT, OP_DECIMAL, OP_YEAR, OP_BIT = range(8)
 OP_ENUM, OP_SET, OP_DATE, OP_DATETIME2, OP_TIMESTAMP2, OP_TIME2, OP_COUNT = range(8, 15)
+#: How OP_TEXT decodes: the codec named, by name; utf-8; a single-byte codec's table.
+TEXT_CODEC, TEXT_UTF8, TEXT_CHARMAP = range(3)
 
 
 def load_native() -> ModuleType | None:
@@ -89,8 +92,13 @@ def column_op(spec: ColumnSpec) -> Op:
 
 def _bytes_op(spec: ColumnSpec) -> Op:
     prefix = (1 if spec.length < 256 else 2) if spec.type in _STRINGS else spec.length
+    if spec.codec == "utf-8":
+        return (OP_TEXT, spec.index, prefix, TEXT_UTF8, spec.codec)
     if spec.codec is not None:
-        return (OP_TEXT, spec.index, prefix, int(spec.codec == "utf-8"), spec.codec)
+        table = charmap_table(spec.codec)  # MariaDB's latin1 and the other single-byte ones
+        if table is not None:
+            return (OP_TEXT, spec.index, prefix, TEXT_CHARMAP, table)
+        return (OP_TEXT, spec.index, prefix, TEXT_CODEC, spec.codec)
     pad = spec.length if spec.type == T.STRING else 0  # BINARY(n) padded back to n bytes
     return (OP_BYTES, spec.index, prefix, pad, None)
 
