@@ -157,14 +157,14 @@ $(DEV_STAMP): pyproject.toml setup.py dev/pyproject.toml | $(VENV_PY)
 	$(VENV_PY) -m pip install -q -e '.[dev]' -e ./dev
 	@touch $@
 
-# The compiled modules (binlake.compiled.COMPILED_MODULES) rebuilt in place when one of their
-# sources changed, or when the first install left none in src/ (seen on a fresh clone: the
+# The compiled modules and C extensions (binlake.compiled.BUILT_MODULES) rebuilt in place when
+# one of their sources changed, or when the first install left none in src/ (fresh clone: the
 # `pip install -e '.[dev]' -e ./dev` above compiled, but no module's extension reached src/, so
 # the suite ran pure Python): binlake refuses a stale or missing build (runs pure Python), so
 # the tests would not run the compiled code. Without a compiler this is the quick pure build.
 COMPILED_STAMP := $(VENV)/.compiled
 COMPILED_SOURCES = $(shell $(PYTHON) -c 'import runpy; plan = runpy.run_path("src/binlake/compiled.py"); \
-	print(*(plan["source_path"](m).relative_to(plan["PACKAGE"].parents[1]) for m in plan["COMPILED_MODULES"]))')
+	print(*(plan["source_path"](m).relative_to(plan["PACKAGE"].parents[1]) for m in plan["BUILT_MODULES"]))')
 $(COMPILED_STAMP): $(DEV_STAMP) src/binlake/compiled.py $(COMPILED_SOURCES)
 	@if $(VENV_PY) -c 'import sys, binlake.compiled as c; sys.exit(c.pure_reason() is not None)'; \
 	then echo "venv: compiled modules current"; \

@@ -1,10 +1,11 @@
 """binlake's build: pure Python, plus the hot path compiled by mypyc where it can be built.
 
-The modules of ``binlake.compiled.COMPILED_MODULES`` are compiled when mypy (mypyc), a C compiler
-and Python's headers are at hand and ``BINLAKE_PURE_PYTHON`` is not ``1``; otherwise, or when the
-compilation fails, the package is built and installed as pure Python. A build that succeeds
-writes the record of the sources it compiled (``binlake/compiled.sha256``), by which binlake
-refuses stale extensions (docs/architecture.md, "Compiled modules").
+The modules of ``binlake.compiled.COMPILED_MODULES`` are compiled, and the C extensions of
+``NATIVE_MODULES`` built with them, when mypy (mypyc), a C compiler and Python's headers are at
+hand and ``BINLAKE_PURE_PYTHON`` is not ``1``; otherwise, or when the compilation fails, the
+package is built and installed as pure Python. A build that succeeds writes the record of the
+sources it compiled (``binlake/compiled.sha256``), by which binlake refuses stale extensions
+(docs/architecture.md, "Compiled modules").
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent
@@ -76,10 +77,23 @@ def extensions() -> list[Any]:
         str(PLAN["source_path"](m, PACKAGE).relative_to(ROOT)) for m in PLAN["COMPILED_MODULES"]
     ]
     try:
-        return list(mypycify(paths, opt_level="3"))
+        compiled = list(mypycify(paths, opt_level="3"))
     except (Exception, SystemExit) as error:  # mypyc refused a module: build pure, say why
         print(f"binlake: building pure Python: mypyc failed ({error})", file=sys.stderr)
         return []
+    return compiled + native_extensions()
+
+
+def native_extensions() -> list[Any]:
+    """The C extensions of ``NATIVE_MODULES``, each from the ``.c`` beside its Python twin."""
+    return [
+        Extension(
+            module,
+            [str(PLAN["source_path"](module, PACKAGE).relative_to(ROOT))],
+            extra_compile_args=["-O2", "-Wall"],
+        )
+        for module in PLAN["NATIVE_MODULES"]
+    ]
 
 
 RECORD = PLAN["source_record"](PACKAGE)  # the sources as mypyc reads them below

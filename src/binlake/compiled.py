@@ -1,16 +1,19 @@
 """The compiled hot path (issue #37): the modules mypyc builds, and whether this process runs them.
 
 setup.py compiles the modules of ``COMPILED_MODULES`` with mypyc when a C compiler, Python's
-headers and mypy are at hand (``pip install -e .`` puts the extensions beside their sources),
-and records the SHA-256 of every source it compiled in ``BUILD_RECORD`` (``sha256sum``'s
-format), written after a build that succeeded and removed before each build.
+headers and mypy are at hand, and the C extensions of ``NATIVE_MODULES`` with them (``pip
+install -e .`` puts the extensions beside their sources), and records the SHA-256 of every
+source it compiled in ``BUILD_RECORD`` (``sha256sum``'s format), written after a build that
+succeeded and removed before each build.
 
 At the import of binlake, ``choose()`` decides once for the whole process, compiled or pure, and
 for all of these modules together: mypyc's modules call each other in C, so a pure module among
 compiled ones would still run its callers' compiled code. The compiled modules run only when
 each has its extension and the record names the SHA-256 of its source as it is now. Otherwise (no
 extensions, a source edited or checked out since the build, no record, ``BINLAKE_PURE_PYTHON=1``)
-a meta-path finder loads each of them from its ``.py``: a stale extension is never imported.
+a meta-path finder loads each of them from its ``.py``, and the users of a native extension run
+its pure-Python twin (they see ``binlog.values`` loaded from source): a stale extension is
+never imported.
 """
 
 from __future__ import annotations
@@ -54,20 +57,28 @@ COMPILED_MODULES: Final = (
     "binlake.source.wire",
     "binlake.source.packets",
 )
+#: Extensions written in C (issue #37: where mypyc cannot reach), each built from the ``.c`` beside
+#: its Python twin: row images decoded from a plan (``binlog/rowplan.py``). Recorded and refused
+#: when stale like the mypyc modules: their users import them only when the compiled modules run.
+NATIVE_MODULES: Final = ("binlake.binlog._rowimage",)
+#: Every extension a build makes: the compiled modules' and the native ones.
+BUILT_MODULES: Final = COMPILED_MODULES + NATIVE_MODULES
 BUILD_RECORD: Final = "compiled.sha256"
 PURE_ENV: Final = "BINLAKE_PURE_PYTHON"
 PACKAGE: Final = Path(__file__).parent
 
 
 def source_path(module: str, package: Path = PACKAGE) -> Path:
-    """The ``.py`` of a module of ``COMPILED_MODULES`` under ``package`` (binlake's folder)."""
-    return package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    """The source of a module of ``BUILT_MODULES`` under ``package`` (binlake's folder): the
+    ``.py`` of a compiled module, the ``.c`` of a native one."""
+    suffix = ".c" if module in NATIVE_MODULES else ".py"
+    return package.joinpath(*module.split(".")[1:]).with_suffix(suffix)
 
 
 def source_record(package: Path = PACKAGE) -> str:
     """The build record of the sources as they are now: one ``<sha256>  <path>`` line a module."""
     lines = []
-    for module in COMPILED_MODULES:
+    for module in BUILT_MODULES:
         path = source_path(module, package)
         lines.append(
             f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(package)}"
@@ -87,10 +98,10 @@ def pure_reason(package: Path = PACKAGE) -> str | None:
     """Why this process runs pure Python (``None``: the compiled modules are current)."""
     if os.environ.get(PURE_ENV) == "1":
         return f"{PURE_ENV}=1"
-    built = [m for m in COMPILED_MODULES if _has_extension(m, package)]
+    built = [m for m in BUILT_MODULES if _has_extension(m, package)]
     if not built:
         return "not built: `pip install -e .` with a C compiler"
-    if len(built) < len(COMPILED_MODULES):
+    if len(built) < len(BUILT_MODULES):
         return "incomplete build: `pip install -e .`"
     try:
         recorded = (package / BUILD_RECORD).read_text()

@@ -1,20 +1,25 @@
-"""Properties of the row codec on random tables: encode -> decode is the identity, and random
-bytes never raise anything but binlake's own errors."""
+"""Properties of the row codec on random tables: encode -> decode is the identity, random bytes
+never raise anything but binlake's own errors, and the C row decoder (``binlake.binlog.rowplan``,
+loaded when the compiled modules run) gives exactly what the generated Python one gives: the
+same values of the same types, or the same typed error."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import struct
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.constants import EventType
 from binlake.binlog.errors import BinlakeError
+from binlake.binlog.rowplan import NATIVE
 from binlake.binlog.rows import (
     ABSENT,
     RowChange,
@@ -327,3 +332,69 @@ def test_damaged_table_maps_raise_only_binlake_errors(case: Case, data: st.DataO
         shaped = replace(ev, table_id=damaged.table_id, column_count=damaged.column_count)
         kept = {i: hint for i, hint in hints.items() if i < damaged.column_count}
         decode_rows(shaped, damaged, kept)
+
+
+# ---- the C row decoder against the generated Python one ------------------------------------
+
+needs_native = pytest.mark.skipif(
+    NATIVE is None,
+    reason="the C row decoder is not loaded (pure Python: BINLAKE_PURE_PYTHON=1 or no current "
+    "build); this run tests the Python decoder it falls back to",
+)
+
+
+def exact(value: Any) -> Any:
+    """What must be identical between the decoders: the type, the value's repr (a Decimal's
+    exponent, a ZeroDate's fields), a float's bits and a datetime's tzinfo."""
+    if isinstance(value, float):
+        return float, struct.pack("<d", value)
+    if isinstance(value, dt.datetime):
+        return dt.datetime, repr(value), value.tzinfo, value.fold
+    return type(value), repr(value)
+
+
+def outcome(ev: Any, tm: TableMap, hints: dict[int, str], *, reference: bool) -> Any:
+    """The rows ``decode_rows`` gives, each value by ``exact``, or its error's type and fields."""
+    try:
+        rows = decode_rows(ev, tm, hints, offset=4, reference=reference)
+    except BinlakeError as error:
+        fields = (error.message, error.hint, error.file, error.offset, error.event_type)
+        return type(error), fields, error.table
+    return [
+        tuple(None if image is None else tuple(map(exact, image)) for image in change)
+        for change in rows
+    ]
+
+
+@needs_native
+@PROFILE
+@given(tables_and_rows())
+def test_the_c_decoder_gives_the_python_decoders_values_and_types(case: Case) -> None:
+    cols, tm, kind, before, after, changes = case
+    hints = {i: c.hint for i, c in enumerate(cols) if c.hint}
+    ev = make_rows_event(
+        kind, tm, changes, columns_present=before, columns_present_after=after, hints=hints
+    )
+    native = outcome(ev, tm, hints, reference=False)
+    assert native == outcome(ev, tm, hints, reference=True)
+    assert len(native) == len(changes)
+
+
+@needs_native
+@PROFILE
+@given(tables_and_rows(), st.data())
+def test_the_c_decoder_fails_with_the_python_decoders_error_on_damaged_rows(
+    case: Case, data: st.DataObject
+) -> None:
+    cols, tm, kind, before, after, changes = case
+    hints = {i: c.hint for i, c in enumerate(cols) if c.hint}
+    ev = make_rows_event(
+        kind, tm, changes, columns_present=before, columns_present_after=after, hints=hints
+    )
+    raw = bytearray(ev.rows or data.draw(st.binary(min_size=1, max_size=64)))
+    for _ in range(data.draw(st.integers(0, 4))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    damaged = replace(ev, rows=bytes(raw[: data.draw(st.integers(0, len(raw)))]))
+    assert outcome(damaged, tm, hints, reference=False) == outcome(
+        damaged, tm, hints, reference=True
+    )

@@ -16,7 +16,15 @@ import pytest
 
 import binlake
 from binlake import compiled
-from binlake.compiled import BUILD_RECORD, COMPILED_MODULES, PURE_ENV, pure_reason, source_path
+from binlake.compiled import (
+    BUILD_RECORD,
+    BUILT_MODULES,
+    COMPILED_MODULES,
+    NATIVE_MODULES,
+    PURE_ENV,
+    pure_reason,
+    source_path,
+)
 
 PACKAGE = Path(binlake.__file__).parent
 TESTS = Path(__file__).parents[1]
@@ -44,11 +52,12 @@ def no_pure_python_asked(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fake_build(tmp_path: Path) -> Path:
     """A copy of binlake's sources with a garbage "extension" beside each compiled module's
-    source (importing one fails) and the record of a build of these sources."""
+    source and each native module's C source (importing one fails) and the record of a build
+    of these sources."""
     package = tmp_path / "binlake"
     shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     (package / BUILD_RECORD).unlink(missing_ok=True)
-    for module in COMPILED_MODULES:
+    for module in BUILT_MODULES:
         suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
         source_path(module, package).with_suffix(suffix).write_bytes(b"not an extension")
     (package / BUILD_RECORD).write_text(compiled.source_record(package))
@@ -71,6 +80,42 @@ def test_a_source_edited_after_the_build_makes_every_compiled_module_load_from_s
     assert run.returncode == 0, run.stderr
     files = run.stdout.split()
     assert files == [str(source_path(m, fake_build)) for m in COMPILED_MODULES]
+
+
+NATIVE_LOADED = "from binlake.binlog import rowplan; print(rowplan.NATIVE is not None)"
+
+
+def test_the_record_names_every_native_modules_c_source(fake_build: Path) -> None:
+    recorded = (fake_build / BUILD_RECORD).read_text().splitlines()
+    for module in NATIVE_MODULES:
+        source = source_path(module, fake_build)
+        assert source.suffix == ".c"
+        assert any(line.endswith(f"  {source.relative_to(fake_build)}") for line in recorded)
+
+
+def test_a_c_source_edited_after_the_build_loads_no_extension(fake_build: Path) -> None:
+    source = source_path(NATIVE_MODULES[0], fake_build)
+    source.write_text(source.read_text() + "\n/* edited */\n")
+    assert pure_reason(fake_build) == STALE
+    run = run_python(NATIVE_LOADED, fake_build.parent)
+    assert run.returncode == 0, run.stderr  # the garbage extension was not imported
+    assert run.stdout.split() == ["False"]
+
+
+def test_a_build_missing_its_native_extension_is_refused(fake_build: Path) -> None:
+    stem = source_path(NATIVE_MODULES[0], fake_build).with_suffix("")
+    for extension in stem.parent.glob(f"{stem.name}.*.so"):
+        extension.unlink()
+    assert pure_reason(fake_build) == "incomplete build: `pip install -e .`"
+    run = run_python(NATIVE_LOADED, fake_build.parent)
+    assert run.returncode == 0 and run.stdout.split() == ["False"], run.stderr
+
+
+def test_pure_python_on_demand_loads_no_native_extension() -> None:
+    forced = run_python(NATIVE_LOADED, PACKAGE.parent, **{PURE_ENV: "1"})
+    assert forced.stdout.split() == ["False"], forced.stderr
+    default = run_python(NATIVE_LOADED, PACKAGE.parent)
+    assert default.stdout.split() == [str(pure_reason() is None)], default.stderr
 
 
 def test_a_build_without_its_record_is_refused(fake_build: Path) -> None:

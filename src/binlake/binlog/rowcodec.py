@@ -4,7 +4,9 @@ A row image is a NULL bitmap (one bit per column present in the event's column b
 byte 0 first; padding bits are set) followed by the non-NULL values of the present columns in
 column order.
 
-Decoding is the hot path of the whole replicator, so for each (table map, column bitmap, hints)
+Decoding is the hot path of the whole replicator. When the compiled modules run, a rows event's
+images are decoded in C (``binlake.binlog.rowplan`` and ``_rowimage.c``); the Python decoders
+below are the reference and the pure-Python fallback. For each (table map, column bitmap, hints)
 ``image_decoder`` writes the source of one function that decodes a whole image with every
 column's read inlined (the statements come from ``values.value_source``, the same ones
 ``values.decode_value`` runs for a single value), compiles it once and caches it. The generated
@@ -22,6 +24,7 @@ from typing import Any
 
 from binlake.binlog.constants import ColumnType
 from binlake.binlog.errors import BinlakeError, InvalidEventError, ValueDecodeError
+from binlake.binlog.rowplan import native_rows_decoder
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import (
     ABSENT,
@@ -89,8 +92,22 @@ def image_decoder(tm: TableMap, bitmap: int, hints: Hints = ()) -> ImageDecoder:
 def rows_decoder(
     tm: TableMap, kind: str, bitmap: int, after_bitmap: int, hints: Hints = ()
 ) -> RowsDecoder:
-    """The compiled ``(buf, end, out) -> end`` that appends every row's (before, after) to
-    ``out``: all row images of one event decoded in a single generated loop."""
+    """The ``(buf, end, out) -> end`` that appends every row's (before, after) to ``out``: the
+    C decoder of ``binlake.binlog.rowplan`` when its extension is loaded, else the generated
+    one. Both give the same values and fail on the same bytes."""
+    before, after = image_specs(tm, bitmap, hints), image_specs(tm, after_bitmap, hints)
+    native = native_rows_decoder(kind, before, after, tm.column_count)
+    if native is not None:
+        return native
+    return generated_rows_decoder(tm, kind, bitmap, after_bitmap, hints)
+
+
+@lru_cache(maxsize=2048)
+def generated_rows_decoder(
+    tm: TableMap, kind: str, bitmap: int, after_bitmap: int, hints: Hints = ()
+) -> RowsDecoder:
+    """The generated ``(buf, end, out) -> end`` (the reference): all row images of one event
+    decoded in a single generated loop."""
     namespace: dict[str, Any] = {"_ABSENT": ABSENT}
     body, row = image_source(image_specs(tm, bitmap, hints), tm.column_count, namespace, "v")
     if kind == "update":

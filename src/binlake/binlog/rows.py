@@ -27,6 +27,7 @@ from binlake.binlog.rowcodec import (
     Hints,
     Row,
     encode_image,
+    generated_rows_decoder,
     image_specs,
     rows_decoder,
     walk_image,
@@ -219,11 +220,13 @@ def decode_rows(
     hints: Mapping[int, str] | None = None,
     *,
     offset: int | None = None,
+    reference: bool = False,
 ) -> list[RowChange]:
     """The (before, after) images of each row: ``(None, row)`` for writes, ``(row, None)`` for
     deletes, ``(row, row)`` for updates. ``hints`` maps column indexes to ``"uuid"``,
     ``"inet4"`` or ``"inet6"`` (see ``binlake.binlog.values``); ``offset`` is the event's
-    position, for error messages."""
+    position, for error messages. ``reference`` decodes with the generated Python decoder even
+    when the C one is loaded (what the tests compare the C one with)."""
     _check_table(ev, tm)
     full = (1 << tm.column_count) - 1
     key = _hints(hints) if hints else ()
@@ -238,7 +241,8 @@ def decode_rows(
             table=tm.qualified_name,
         )
     try:
-        decoder = rows_decoder(tm, ev.kind, bitmaps[0], bitmaps[-1], key)
+        pick = generated_rows_decoder if reference else rows_decoder
+        decoder = pick(tm, ev.kind, bitmaps[0], bitmaps[-1], key)
     except BinlakeError as error:
         raise error.with_location(offset=offset) from None
     out: list[RowChange] = []

@@ -296,7 +296,14 @@ def invalid_text(data: bytes, charset: str, error: UnicodeDecodeError) -> ValueD
 # ---- the patched codecs, registered under binlake_<charset> ---------------------------------
 
 
-def _charmap_codec(base: str, patch: dict[int, str | None]) -> codecs.CodecInfo:
+@cache
+def charmap_table(codec: str) -> str | None:
+    """The decoding table (``codecs.charmap_decode``'s) of a single-byte codec of ours,
+    ``binlake_<charset>``; None for any other codec."""
+    charset = codec[len(_PREFIX) :] if codec.startswith(_PREFIX) else ""
+    if charset not in _SINGLE_BYTE:
+        return None
+    base, patch = _SINGLE_BYTE[charset]
     chars = []
     for byte in range(256):
         if byte in patch:
@@ -306,7 +313,13 @@ def _charmap_codec(base: str, patch: dict[int, str | None]) -> codecs.CodecInfo:
             chars.append(bytes((byte,)).decode(base))
         except UnicodeDecodeError:
             chars.append("\ufffe")
-    table = "".join(chars)
+    return "".join(chars)
+
+
+def _charmap_codec(charset: str) -> codecs.CodecInfo:
+    table = charmap_table(_PREFIX + charset)
+    assert table is not None
+    base = _SINGLE_BYTE[charset][0]
     encoding_map = codecs.charmap_build(table)
 
     def decode(data: Any, errors: str = "strict") -> tuple[str, int]:
@@ -390,7 +403,7 @@ def _search(name: str) -> codecs.CodecInfo | None:
     if charset == "ucs2":
         return _ucs2_codec()
     if charset in _SINGLE_BYTE:
-        return _charmap_codec(*_SINGLE_BYTE[charset])
+        return _charmap_codec(charset)
     if charset in _MULTI_BYTE:
         return _fixed_codec(*_MULTI_BYTE[charset])
     return None
