@@ -78,16 +78,21 @@ _TRIP = {
 
 
 #: The steps a crash point follows that other steps call for: ``prune`` runs after a
-#: compaction; ``protect`` (the cut tags) starts every expiry.
-_RUN_BY = {"prune": "compact", "protect": "expire"}
+#: compaction; ``protect`` (the cut tags) starts every expiry; a purge follows a compaction
+#: whose mostly deleted files hold more live rows than a round's bound.
+_RUN_BY = {"prune": "compact", "protect": "expire", "purge": "compact"}
+#: What a step needs besides its trigger: every file large and mostly deleted once one of its
+#: rows is, a bound of one row a round (a purge of one file).
+_ALSO = {"purge": "small_file_bytes = 1\ndelete_ratio = 0.001\ncompaction_max_rows = 1\n"}
 
 
 def maintaining_only(step: str) -> str:
     """A ``[maintenance]`` section under which ``step`` is the only one to run before orphan
-    removal (which always runs); ``prune`` follows a compaction (both run), ``protect`` is the
-    expiry's first part."""
+    removal (which always runs); ``prune`` follows a compaction (both run), and so does a
+    purge (the three run), ``protect`` is the expiry's first part."""
     tripped = _RUN_BY.get(step, step)
     body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
+    body += _ALSO.get(step, "")
     return f"[maintenance]\nschedule_s = 0\n{body}orphan_min_age_s = 86400\n"
 
 
