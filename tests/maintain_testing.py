@@ -57,6 +57,14 @@ def write_changes(source: MariaDBSandbox, database: str, start: int) -> None:
     source.execute(f"DELETE FROM {database}.keyless WHERE id % 9 = 0")
 
 
+def delete_from_one_file(source: MariaDBSandbox, database: str) -> None:
+    """Deletes rows of the keyed table that ``write_changes(.., 0)`` wrote and later changes
+    left where they were (not updated nor deleted since): once those sit in one data file (a
+    compaction folded the first batches'), a batch of this alone deletes by a position delete
+    file scoped to that one file, which makes it mostly deleted (a purge's, ``_ALSO``)."""
+    source.execute(f"DELETE FROM {database}.keyed WHERE id < 30 AND id % 3 != 0 AND id % 7 != 0")
+
+
 def with_maintenance(config: Path, section: str = MAINTAIN_EVERYTHING) -> Path:
     config.write_text(config.read_text() + section)
     return config
