@@ -154,12 +154,15 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     assert [str(t) for t in tables] == [f"{database}.keyed", f"{database}.keyless"]
     keyed = tables[0]
     planned = maintainer.maintain(keyed, dry_run=True)
-    assert [p.step for p in planned.planned] == list(Step)
+    # Every step but the purge: the tiny table's mostly deleted rows fit a round's bound (the
+    # purge's own test: test_a_rounds_compaction_moves_at_most_compaction_max_rows...).
+    every = [s for s in Step if s is not Step.PURGE]
+    assert [p.step for p in planned.planned] == every
     assert planned.health.delete_files > 0, "row deltas wrote delete files"
     assert "would compact: " in render_report(planned, dry_run=True)
     assert old.exists(), "a dry run changes nothing"
     done = maintainer.maintain(keyed)
-    assert [r.planned.step for r in done.runs] == list(Step)
+    assert [r.planned.step for r in done.runs] == every
     assert done.runs[0].counts["rewritten_data_files_count"] == planned.health.data_files
     # The compaction leaves the delete files it applied (position deletes of files it removed,
     # none above the rewritten file's sequence number): the pruning removes them, in one more
