@@ -174,6 +174,7 @@ def test_mostly_deleted_files_over_compaction_max_rows_are_purged_as_many_as_fit
         (Step.PURGE, False, 1),
         (Step.PRUNE, False, None),
     ]
+    assert over[0].reason.endswith("the small files only, the mostly deleted ones purged next")
     assert "5 files with 0.3 of their rows deleted hold 2,650,000 live rows" in over[1].reason
     config = MaintenanceConfig()
     assert fold_policy(over[0], config) == FoldPolicy(4 << 20, SMALL_ONLY)

@@ -117,7 +117,9 @@ def bound_compaction(
         f"{len(rows)} files with {config.delete_ratio:g} of their rows deleted hold "
         f"{sum(rows):,} live rows (bound {bound:,} a round): {files} of them rewritten"
     )
-    return [replace(compaction, small_only=True), Planned(Step.PURGE, reason, files=files)]
+    folding = f"{compaction.reason}; the small files only, the mostly deleted ones purged next"
+    small_only = replace(compaction, reason=folding, small_only=True)
+    return [small_only, Planned(Step.PURGE, reason, files=files)]
 
 
 def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
