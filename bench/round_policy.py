@@ -37,7 +37,7 @@ import maintain as bench
 from binlake.binlog.names import TableName
 from binlake.lake.schema.sql import quote
 from binlake.lake.tables.maintenance import load_table, rewrite_action, table_health
-from binlake.maintain.plan import Step
+from binlake.maintain.plan import Planned, Step
 from binlake.maintain.runner import Maintainer, StepRun, TableReport
 from deletes import convert
 
@@ -98,7 +98,7 @@ def candidate_round(
     )
     timed(report, "compact", lambda: compact_small(self.spark, catalog_name))
     timed(report, "merge-positions", lambda: merge_positions(self.spark, catalog_name))
-    timed(report, "expire", lambda: self._step(table, Step.EXPIRE))
+    timed(report, "expire", lambda: self._step(table, Planned(Step.EXPIRE, "every round")))
     return report
 
 

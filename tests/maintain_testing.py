@@ -57,6 +57,14 @@ def write_changes(source: MariaDBSandbox, database: str, start: int) -> None:
     source.execute(f"DELETE FROM {database}.keyless WHERE id % 9 = 0")
 
 
+def delete_from_one_file(source: MariaDBSandbox, database: str) -> None:
+    """Deletes rows of the keyed table that ``write_changes(.., 0)`` wrote and later changes
+    left where they were (not updated nor deleted since): once those sit in one data file (a
+    compaction folded the first batches'), a batch of this alone deletes by a position delete
+    file scoped to that one file, which makes it mostly deleted (a purge's, ``_ALSO``)."""
+    source.execute(f"DELETE FROM {database}.keyed WHERE id < 30 AND id % 3 != 0 AND id % 7 != 0")
+
+
 def with_maintenance(config: Path, section: str = MAINTAIN_EVERYTHING) -> Path:
     config.write_text(config.read_text() + section)
     return config
@@ -78,16 +86,21 @@ _TRIP = {
 
 
 #: The steps a crash point follows that other steps call for: ``prune`` runs after a
-#: compaction; ``protect`` (the cut tags) starts every expiry.
-_RUN_BY = {"prune": "compact", "protect": "expire"}
+#: compaction; ``protect`` (the cut tags) starts every expiry; a purge follows a compaction
+#: whose mostly deleted files hold more live rows than a round's bound.
+_RUN_BY = {"prune": "compact", "protect": "expire", "purge": "compact"}
+#: What a step needs besides its trigger: every file large and mostly deleted once one of its
+#: rows is, a bound of one row a round (a purge of one file).
+_ALSO = {"purge": "small_file_bytes = 1\ndelete_ratio = 0.001\ncompaction_max_rows = 1\n"}
 
 
 def maintaining_only(step: str) -> str:
     """A ``[maintenance]`` section under which ``step`` is the only one to run before orphan
-    removal (which always runs); ``prune`` follows a compaction (both run), ``protect`` is the
-    expiry's first part."""
+    removal (which always runs); ``prune`` follows a compaction (both run), and so does a
+    purge (the three run), ``protect`` is the expiry's first part."""
     tripped = _RUN_BY.get(step, step)
     body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
+    body += _ALSO.get(step, "")
     return f"[maintenance]\nschedule_s = 0\n{body}orphan_min_age_s = 86400\n"
 
 

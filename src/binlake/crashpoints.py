@@ -97,6 +97,8 @@ POINTS: dict[str, str] = {
     # maintenance (maintain/runner.py)
     "maintain_after_compact": "maintain: a table's compaction committed (rewrite_data_files), "
     "its next step not yet run",
+    "maintain_after_purge": "maintain: a table's purge committed (rewrite_data_files of at most "
+    "compaction_max_rows live rows of mostly deleted files), its next step not yet run",
     "maintain_after_prune": "maintain: a table's dangling delete files removed (one RewriteFiles "
     "commit), its next step not yet run",
     "maintain_after_deletes": "maintain: a table's position-delete files merged (one "

@@ -7,9 +7,11 @@ yet. The tag must then be absent, never on an older snapshot (its position would
 batch again); the restart sets it on the newest binlake snapshot with its next commit.
 
 ``maintain_after_<step>``: `binlake maintain` (its own process, the step the only one its
-thresholds call for; ``prune`` after its compaction) killed once the step's commit (or, for
-orphans, its deletions) is done, after each step in turn on one table: replication goes on
-after each kill, every table's history is exactly once, and `verify` passes at the end.
+thresholds call for; ``prune`` after its compaction, ``purge`` after a compaction of the small
+files only, of a file the first compaction wrote that a batch of its own then mostly deleted)
+killed once the step's commit (or, for orphans, its deletions) is done, after each step in
+turn on one table: replication goes on after each kill, every table's history is exactly
+once, and `verify` passes at the end.
 
 In ``cut`` mode (``make power-cut``) the state folder and the warehouse (``Ground.lake``) are on
 the power-cut file system and the power is cut after each kill: a commit no fsync covered may be
@@ -42,6 +44,7 @@ from cut_modes import CUT, KILL, Ground
 from maintain_testing import (
     MAINTAIN_EVERYTHING,
     assert_cut_snapshots_tagged,
+    delete_from_one_file,
     maintaining_only,
     replicated_workload,
     scheduled,
@@ -152,6 +155,9 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
     name = f"{'lake' if lake is None else lake.catalog}.{database}.keyed"
     for run, step in enumerate(STEPS, start=1):
         config.write_text(base + maintaining_only(step))
+        if step == "purge":  # a file the compaction before wrote, mostly deleted
+            delete_from_one_file(source, database)
+            replicate_in_process(config, spark)
         ground.settle()
         before = set(snapshots(spark, name))  # type: ignore[arg-type]
         point = f"maintain_after_{step}"
@@ -163,6 +169,9 @@ def test_maintain_killed_after_each_step_in_turn_then_replicated_is_exactly_once
         # maintenance commits no fsync covered may be taken back: no step changes a row).
         if step == "prune" and not ground.cutting:
             assert spark.sql(f"SELECT count(*) FROM {name}.delete_files").collect()[0][0] == 0  # type: ignore[attr-defined]
+        if step == "purge" and not ground.cutting:  # one file, the bound's one row over
+            purge = current_lineage(spark, name)[0]  # type: ignore[arg-type]
+            assert (purge.operation, purge.summary["deleted-data-files"]) == ("replace", "1")
         if step == "protect":  # the cut tags committed, the expiry not started
             tagged = assert_cut_snapshots_tagged(config, spark, f"{database}.keyed")
             assert set(snapshots(spark, name)) == before, "no snapshot expired yet"  # type: ignore[arg-type]

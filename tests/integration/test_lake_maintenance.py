@@ -42,13 +42,20 @@ from binlake.lake.tables.maintenance import (
     rewrite_action,
     table_health,
 )
+from binlake.lake.write import key_positions
 from binlake.maintain.plan import Step
 from binlake.maintain.runner import Maintainer
 from binlake.maintain.schedule import ScheduledMaintenance
-from binlake.metrics import MAINTENANCE_REWRITTEN_BYTES, MAINTENANCE_STEPS, Metrics
+from binlake.metrics import (
+    KEY_INDEX_REBUILDS,
+    MAINTENANCE_REWRITTEN_BYTES,
+    MAINTENANCE_STEPS,
+    Metrics,
+)
 from binlake.storage.expiry_lock import EXPIRY_LOCK_FILE_NAME
 from binlake_dev.sandbox import MariaDBSandbox
 from expiry_holder import expiry_lock_held_by_another_process
+from key_index_testing import assert_index_matches_the_table, lake_name, run_sql
 from lake_builder import master_position
 from lake_targets import TargetSetup
 from maintain_testing import (
@@ -59,6 +66,7 @@ from maintain_testing import (
     recorded_cuts,
     replicated_workload,
     scheduled,
+    with_maintenance,
     write_changes,
 )
 from replicate_testing import (
@@ -67,6 +75,7 @@ from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     binlake_command,
+    config_for,
     lake_warehouse,
     module_source,
     replicate_in_process,
@@ -145,12 +154,15 @@ def test_maintain_compacts_expires_and_removes_old_orphans_then_replication_is_e
     assert [str(t) for t in tables] == [f"{database}.keyed", f"{database}.keyless"]
     keyed = tables[0]
     planned = maintainer.maintain(keyed, dry_run=True)
-    assert [p.step for p in planned.planned] == list(Step)
+    # Every step but the purge: the tiny table's mostly deleted rows fit a round's bound (the
+    # purge's own test: test_a_rounds_compaction_moves_at_most_compaction_max_rows...).
+    every = [s for s in Step if s is not Step.PURGE]
+    assert [p.step for p in planned.planned] == every
     assert planned.health.delete_files > 0, "row deltas wrote delete files"
     assert "would compact: " in render_report(planned, dry_run=True)
     assert old.exists(), "a dry run changes nothing"
     done = maintainer.maintain(keyed)
-    assert [r.planned.step for r in done.runs] == list(Step)
+    assert [r.planned.step for r in done.runs] == every
     assert done.runs[0].counts["rewritten_data_files_count"] == planned.health.data_files
     # The compaction leaves the delete files it applied (position deletes of files it removed,
     # none above the rewritten file's sequence number): the pruning removes them, in one more
@@ -475,3 +487,107 @@ def test_the_compaction_runs_with_the_executors_delete_file_cache_on(spark: obje
     assert iceberg_own is not None and iceberg_own.conf().get(CACHED_DELETES) == "false"
     ours = action_session(spark, rewrite_action(spark, name))  # type: ignore[arg-type]
     assert ours is not None and ours.conf().get(CACHED_DELETES) == "true"
+
+
+#: Over the Parquet file of a batch of a few rows (about 500 bytes), under one of 500 rows
+#: (about 1,700: a purge's, which the next round's fold must leave as it is).
+SMALL_BYTES = 1200
+#: Rewrites only through a compaction (and its purge and pruning).
+COMPACTING = (
+    "[maintenance]\n"
+    "schedule_s = 0\n"
+    "delete_files_per_data_file = 0.0\n"
+    "small_files = 2\n"
+    f"small_file_bytes = {SMALL_BYTES}\n"
+    "delete_ratio = 0.3\n"
+    "compaction_max_rows = {bound}\n"
+    "position_delete_files = 10000000\n"
+    "manifests = 10000000\n"
+    "keep_snapshots = 10000000\n"
+    "orphan_min_age_s = 86400\n"
+)
+
+
+def three_half_deleted_files_and_two_small_ones(
+    tmp_path: Path, source: MariaDBSandbox, spark: object, database: str, bound: int
+) -> Path:
+    """A keyed table replicated into three data files of 1,000 rows, each with half its rows
+    deleted by a position-delete file of its own (one batch each: a reader's ratio counts the
+    deletes scoped to one file), and two files of two rows. Its config."""
+    source.execute(f"CREATE DATABASE {database}")
+    source.execute(f"CREATE TABLE {database}.t (id INT PRIMARY KEY, v INT)")
+    config = config_for(tmp_path, source, spark, database, applier="max_transactions = 100\n")
+    with_maintenance(config, COMPACTING.format(bound=bound))
+    replicate_in_process(config, spark)
+    statements = [f"INSERT INTO t SELECT seq, {k} FROM seq_{k}000_to_{k}999" for k in (1, 2, 3)]
+    statements += [f"DELETE FROM t WHERE id BETWEEN {k}000 AND {k}499" for k in (1, 2, 3)]
+    statements += ["INSERT INTO t VALUES (1, 0), (2, 0)", "INSERT INTO t VALUES (3, 0), (4, 0)"]
+    for statement in statements:
+        run_sql(source, database, statement)
+        replicate_in_process(config, spark)
+    sizes = data_files(spark, lake_name(config, f"{database}.t")).values()
+    small = [size for size, rows in sizes if rows == 2]
+    assert len(small) == 2 and max(small) < SMALL_BYTES, sorted(sizes)
+    assert min(size for size, rows in sizes if rows == 1000) > 2 * SMALL_BYTES, sorted(sizes)
+    return config
+
+
+def data_files(spark: object, name: str) -> dict[str, tuple[int, int]]:
+    """Each live data file of ``name``: its bytes and rows."""
+    spark.sql(f"REFRESH TABLE {name}")  # type: ignore[attr-defined]
+    query = (
+        f"SELECT file_path, file_size_in_bytes, record_count FROM {name}.files WHERE content = 0"
+    )
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in spark.sql(query).collect()}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("bound", "rounds"), [(500, 3), (0, 1)])
+def test_a_rounds_compaction_moves_at_most_compaction_max_rows_and_the_index_catches_up(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: object,
+    monkeypatch: pytest.MonkeyPatch,
+    bound: int,
+    rounds: int,
+) -> None:
+    """Three half-deleted files of 500 live rows and the batches' small files. Bounded to 500
+    rows a round, each round folds the small files and rewrites one half-deleted file (a
+    purge of its own while the rest hold more than the bound; the last one in the fold), so
+    the batch after it catches the key index up; unbounded, one round moves them all, and with
+    ``REBUILD_MOVED_ROWS`` lowered under that (as 10 M rows are over a million) the next batch
+    rebuilds the index. Each batch updates a row of a file the round kept and one it wrote;
+    the lake stays equal to the source."""
+    monkeypatch.setattr(key_positions, "REBUILD_MOVED_ROWS", 600)
+    database = f"lm_bound_{bound}"
+    table = f"{database}.t"
+    config = three_half_deleted_files_and_two_small_ones(tmp_path, source, spark, database, bound)
+    name = lake_name(config, table)
+    half_deleted = {p for p, (_, rows) in data_files(spark, name).items() if rows == 1000}
+    maintainer = Maintainer(load_config(config), spark, Console(io.StringIO(), live=False))  # type: ignore[arg-type]
+    for done in range(1, rounds + 1):
+        before = data_files(spark, name)
+        report = maintainer.maintain(TableName.parse(table), orphans_due=False)
+        after = data_files(spark, name)
+        steps = [run.planned.step for run in report.runs]
+        purged = [Step.PURGE] if done < rounds else []  # the last file fits the bound
+        assert steps == [Step.COMPACT, *purged, Step.PRUNE], report.planned
+        small_rows = sum(rows for size, rows in before.values() if size < SMALL_BYTES)
+        moved = sum(rows for path, (_, rows) in after.items() if path not in before)
+        assert moved <= (bound or 1500) + small_rows, (moved, small_rows)
+        left = half_deleted & set(after)
+        assert len(left) == (3 - done if bound else 0), left
+        small = {path for path, (size, _) in before.items() if size < SMALL_BYTES}
+        assert len(small) >= 2 and not small & set(after), "the small files folded every round"
+        run_sql(source, database, f"UPDATE t SET v = v + 10 WHERE id IN (1999, 2999, 3999, {done})")
+        run_sql(source, database, f"INSERT INTO t VALUES ({9000 + done}, {done})")
+        run = replicate_in_process(config, spark)
+        if bound:
+            assert "key index" not in run.output, run.output  # caught up
+        else:
+            assert "which costs less than catching up" in run.output, run.output
+            moved_reason = {"table": table, "reason": "moved"}
+            assert run.metrics.value(KEY_INDEX_REBUILDS, moved_reason) == 1, run.output
+        assert_index_matches_the_table(spark, config, table)
+    assert half_deleted.isdisjoint(data_files(spark, name))
+    assert_verify_passes(config, spark)
+    assert_history_is_exactly_once(config, spark)

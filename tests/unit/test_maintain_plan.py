@@ -10,8 +10,9 @@ import pytest
 
 from binlake.config import MaintenanceConfig, config_from_mapping
 from binlake.errors import ConfigError
-from binlake.lake.tables.maintenance import FoldPolicy, TableHealth
-from binlake.maintain.plan import Planned, Step, orphans_due, plan_table
+from binlake.lake.tables.maintenance import SMALL_ONLY, FoldPolicy, TableHealth
+from binlake.maintain.plan import Planned, Step, orphans_due, plan_table, purged_files
+from binlake.maintain.runner import fold_policy
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 BASE = {"source": {"host": "127.0.0.1", "user": "repl", "server_id": 7}, "state": {"dir": "s"}}
@@ -59,13 +60,25 @@ def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> 
     assert steps(health(snapshots=100, oldest_snapshot=old)) == [Step.ORPHANS], "all kept"
     young = health(snapshots=500, oldest_snapshot=NOW - timedelta(minutes=59))
     assert steps(young) == [Step.ORPHANS], "none older than an hour"
-    every = health(delete_files=20, manifests=40, snapshots=200, oldest_snapshot=old)
+    every = health(
+        delete_files=20,
+        manifests=40,
+        snapshots=200,
+        oldest_snapshot=old,
+        mostly_deleted_rows=(800_000, 700_000),
+    )
     assert steps(every) == list(Step), "in running order"
 
 
 def test_orphans_not_due_are_left_out_of_the_plan_and_nothing_else_is() -> None:
     assert steps(health(), orphans=False) == []
-    every = health(delete_files=20, manifests=40, snapshots=200, oldest_snapshot=NOW - timedelta(2))
+    every = health(
+        delete_files=20,
+        manifests=40,
+        snapshots=200,
+        oldest_snapshot=NOW - timedelta(2),
+        mostly_deleted_rows=(2_000_000,),
+    )
     assert steps(every, orphans=False) == [s for s in Step if s is not Step.ORPHANS]
 
 
@@ -137,3 +150,67 @@ def test_a_delete_ratio_outside_zero_to_one_is_refused(ratio: object, tmp_path: 
     with pytest.raises(ConfigError, match="delete_ratio"):
         mapping = {**BASE, "maintenance": {"delete_ratio": ratio}}
         config_from_mapping(mapping, base_dir=tmp_path, environ={})
+
+
+def test_mostly_deleted_files_within_compaction_max_rows_are_folded_in_one_compaction() -> None:
+    within = planned(health(delete_files=6, mostly_deleted_rows=(600_000, 400_000)))
+    assert [(p.step, p.small_only) for p in within] == [(Step.COMPACT, False), (Step.PRUNE, False)]
+    fold = fold_policy(within[0], MaintenanceConfig())
+    assert fold == FoldPolicy(4 << 20, 0.3), "small and mostly deleted files, no file bound"
+    unbounded = planned(health(small_files=16, mostly_deleted_rows=(9_000_000,)), **NO_BOUND)
+    assert [p.step for p in unbounded] == [Step.COMPACT, Step.PRUNE]
+
+
+NO_BOUND = {"compaction_max_rows": 0}
+
+
+def test_mostly_deleted_files_over_compaction_max_rows_are_purged_as_many_as_fit_a_round() -> None:
+    """A fold of the small files only, then a purge of the files the bound allows; the rest
+    wait for the next round's plan, which sees them again."""
+    rows = (1_400_000, 300_000, 500_000, 250_000, 200_000)
+    over = planned(health(small_files=16, mostly_deleted_rows=rows), compaction_max_rows=1_000_000)
+    assert [(p.step, p.small_only, p.files) for p in over] == [
+        (Step.COMPACT, True, None),
+        (Step.PURGE, False, 1),
+        (Step.PRUNE, False, None),
+    ]
+    assert over[0].reason.endswith("the small files only, the mostly deleted ones purged next")
+    assert "5 files with 0.3 of their rows deleted hold 2,650,000 live rows" in over[1].reason
+    config = MaintenanceConfig()
+    assert fold_policy(over[0], config) == FoldPolicy(4 << 20, SMALL_ONLY)
+    purge = fold_policy(over[1], config)
+    assert purge == FoldPolicy(0, 0.3, max_files=1)
+    assert purge is not None and purge.options()["max-files-to-rewrite"] == "1"
+    assert "max-files-to-rewrite" not in FoldPolicy(4 << 20, 0.3).options()
+    rest = planned(health(delete_files=6, mostly_deleted_rows=rows[1:]), compaction_max_rows=10**6)
+    assert [(p.step, p.files) for p in rest][:2] == [(Step.COMPACT, None), (Step.PURGE, 2)]
+
+
+@pytest.mark.parametrize(
+    ("rows", "bound", "files"),
+    [
+        ((500, 500, 500), 1000, 2),
+        ((500, 500, 500), 1500, 3),
+        ((900, 100, 100, 100), 1000, 2),  # whichever two Iceberg meets: at most 1,000 rows
+        ((5000, 10), 1000, 1),  # one over the bound goes alone: a file is never split
+        ((), 1000, 0),
+    ],
+)
+def test_a_purge_takes_as_many_files_as_the_largest_ones_allow(
+    rows: tuple[int, ...], bound: int, files: int
+) -> None:
+    assert purged_files(rows, bound) == files
+
+
+def test_a_whole_compaction_of_equality_deletes_is_not_bounded() -> None:
+    compaction = planned(health(delete_files=6, equality_deletes=2, mostly_deleted_rows=(5 << 20,)))
+    assert [(p.step, p.whole) for p in compaction] == [(Step.COMPACT, True), (Step.PRUNE, False)]
+    assert fold_policy(compaction[0], MaintenanceConfig()) is None
+
+
+def test_compaction_max_rows_is_on_by_default_and_refuses_a_negative_bound(tmp_path: Path) -> None:
+    assert MaintenanceConfig().compaction_max_rows == 1_000_000
+    with pytest.raises(ConfigError) as caught:
+        mapping = {**BASE, "maintenance": {"compaction_max_rows": -1}}
+        config_from_mapping(mapping, base_dir=tmp_path, environ={})
+    assert caught.value.field == "maintenance.compaction_max_rows"

@@ -47,6 +47,16 @@ class MaintenanceConfig(Section):
         "this share of its rows is deleted, and the small ones; other files keep their position "
         "deletes",
     )
+    #: The live rows one round's compaction moves out of mostly deleted files at most (the
+    #: small files are folded whatever it is); 0 = no bound.
+    compaction_max_rows: int = setting(
+        "int",
+        int_value(0, 1 << 62),
+        1_000_000,
+        "one round rewrites the mostly deleted files (delete_ratio) whose live rows fit this "
+        "many, the largest counted first, at least one file; the rest wait for the next rounds, "
+        "and the small files are folded every round; 0 = no bound",
+    )
     #: Merge the position-delete files once the table has this many.
     position_delete_files: int = setting(
         "int",

@@ -8,16 +8,20 @@ The steps, in the order they run (each is one Iceberg commit, or file deletions 
    files with ``delete_ratio`` of their rows deleted rewritten, the rest left as it is; on a
    table with equality deletes (an ``[applier] deletes = "equality"`` table, or one written
    before position deletes) every data file a delete reaches is rewritten (``whole``), the
-   only way to rid the table of them;
-2. ``prune``: the table has dangling delete files, or is compacted (which leaves the delete
+   only way to rid the table of them. When the mostly deleted files' live rows exceed
+   ``compaction_max_rows``, the compaction folds the small files only, and
+2. ``purge``: rewrites as many of the mostly deleted files as the bound allows (``purged_files``;
+   at least one), the rest left to the next rounds: a round moves a bounded number of rows, so
+   the key index follows it by a catch-up, not a rebuild (``binlake.lake.write.key_positions``);
+3. ``prune``: the table has dangling delete files, or is compacted (which leaves the delete
    files it applied in the table: equality deletes whose sequence number is not above the
    rewritten files' one apply to none of them);
-3. ``deletes``: ``position_delete_files`` position-delete files or more: merged (one per
+4. ``deletes``: ``position_delete_files`` position-delete files or more: merged (one per
    partition);
-4. ``manifests``: the current snapshot has ``manifests`` manifests or more;
-5. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
+5. ``manifests``: the current snapshot has ``manifests`` manifests or more;
+6. ``expire``: snapshots older than ``snapshot_max_age_s`` beyond the newest
    ``keep_snapshots`` (the applied position's snapshot is kept by its tag, whatever the bound);
-6. ``orphans``: files older than ``orphan_min_age_s`` that no snapshot references, when the
+7. ``orphans``: files older than ``orphan_min_age_s`` that no snapshot references, when the
    caller says it is due (``orphans_due``): a listing of the table's folder, which grows with
    its files, and a file becomes removable only ``orphan_min_age_s`` (at least a day) after it
    was written. ``binlake maintain`` runs it every time; the rounds inside ``binlake
@@ -26,7 +30,8 @@ The steps, in the order they run (each is one Iceberg commit, or file deletions 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -36,6 +41,7 @@ from binlake.lake.tables.maintenance import TableHealth
 
 class Step(StrEnum):
     COMPACT = "compact"
+    PURGE = "purge"
     PRUNE = "prune"
     DELETES = "deletes"
     MANIFESTS = "manifests"
@@ -51,6 +57,10 @@ class Planned:
     #: A compaction of every data file a delete reaches (not only the small and mostly
     #: deleted ones): the table has equality deletes.
     whole: bool = False
+    #: A compaction of the small files only: the mostly deleted ones are the purge's.
+    small_only: bool = False
+    #: A purge: the most mostly deleted files it rewrites.
+    files: int | None = None
 
 
 def plan_compaction(health: TableHealth, config: MaintenanceConfig) -> Planned | None:
@@ -75,6 +85,41 @@ def plan_compaction(health: TableHealth, config: MaintenanceConfig) -> Planned |
             "data file; some readers refuse them): every data file they reach is rewritten"
         )
     return Planned(Step.COMPACT, reason, whole=bool(health.equality_deletes))
+
+
+def purged_files(rows: Sequence[int], max_rows: int) -> int:
+    """How many of the mostly deleted files (``rows``: each one's live rows) one round rewrites
+    so that their live rows stay within ``max_rows`` whichever of them Iceberg's plan meets
+    first (``FoldPolicy.max_files``): as many as the largest ones allow, at least one (a file
+    is never split: one over the bound is rewritten alone)."""
+    total = 0
+    for taken, live in enumerate(sorted(rows, reverse=True)):
+        total += live
+        if total > max_rows:
+            return max(taken, 1)
+    return len(rows)
+
+
+def bound_compaction(
+    compaction: Planned | None, health: TableHealth, config: MaintenanceConfig
+) -> list[Planned]:
+    """``compaction`` as it is, or, when the mostly deleted files' live rows exceed
+    ``compaction_max_rows``, a fold of the small files only and a purge of as many mostly
+    deleted files as the bound allows. A whole compaction (equality deletes) is not bounded:
+    it is the only way to rid the table of them."""
+    if compaction is None or compaction.whole:
+        return [] if compaction is None else [compaction]
+    rows, bound = health.mostly_deleted_rows, config.compaction_max_rows
+    if not bound or sum(rows) <= bound:
+        return [compaction]
+    files = purged_files(rows, bound)
+    reason = (
+        f"{len(rows)} files with {config.delete_ratio:g} of their rows deleted hold "
+        f"{sum(rows):,} live rows (bound {bound:,} a round): {files} of them rewritten"
+    )
+    folding = f"{compaction.reason}; the small files only, the mostly deleted ones purged next"
+    small_only = replace(compaction, reason=folding, small_only=True)
+    return [small_only, Planned(Step.PURGE, reason, files=files)]
 
 
 def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
@@ -128,7 +173,8 @@ def plan_table(
 ) -> list[Planned]:
     """The steps ``health`` calls for, in running order (orphans last, when ``orphans_due``)."""
     compaction = plan_compaction(health, config)
-    steps = [compaction, plan_pruning(health, compaction is not None)]
+    steps: list[Planned | None] = [*bound_compaction(compaction, health, config)]
+    steps.append(plan_pruning(health, compaction is not None))
     steps.append(plan_position_deletes(health, config))
     steps.append(plan_manifests(health, config))
     steps.append(plan_expiry(health, config, now))

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from binlake.binlog.names import TableName
-from binlake.config import Config
+from binlake.config import Config, MaintenanceConfig
 from binlake.console import Console
 from binlake.crashpoints import crash_point
 from binlake.cuts import protected_snapshots
@@ -46,6 +46,7 @@ from binlake.lake.spark.lineage import spark_lake_tables
 from binlake.lake.spark.session import SparkSession
 from binlake.lake.spark.target_check import probe_catalog
 from binlake.lake.tables.maintenance import (
+    SMALL_ONLY,
     FoldPolicy,
     TableHealth,
     compact,
@@ -135,29 +136,29 @@ class Maintainer:
         """``orphans_due``: whether the plan includes the orphan listing
         (``binlake.maintain.plan``); only the scheduled rounds leave it out."""
         name = self.target.lake_table(table)
-        health = table_health(self.spark, name, self.config.maintenance.small_file_bytes)
         config = self.config.maintenance
+        health = table_health(self.spark, name, config.small_file_bytes, config.delete_ratio)
         steps = plan_table(health, config, self.clock(), orphans_due=orphans_due)
         report = TableReport(table, name, health, steps)
         for planned in steps:
             started = time.monotonic()
-            counts = {} if dry_run else self._step(table, planned.step, whole=planned.whole)
+            counts = {} if dry_run else self._step(table, planned)
             report.runs.append(StepRun(planned, counts, time.monotonic() - started))
         return report
 
-    def _step(self, table: TableName, step: Step, *, whole: bool = False) -> dict[str, int]:
-        """Run ``step`` on ``table`` (``whole``: a compaction of every data file a delete
-        reaches), then make its files durable and pass its crash point."""
+    def _step(self, table: TableName, planned: Planned) -> dict[str, int]:
+        """Run ``planned``'s step on ``table``, then make its files durable and pass its crash
+        point."""
         identifier = self.target.identifier(table)
         catalog = self.target.catalog
         config = self.config.maintenance
         sync = warehouse_sync_for(self.target, unsynced_since=time.time_ns())
+        step = planned.step
 
         def work() -> dict[str, int]:
             now = self.clock()
-            if step is Step.COMPACT:
-                policy = None if whole else FoldPolicy(config.small_file_bytes, config.delete_ratio)
-                return compact(self.spark, catalog, identifier, policy)
+            if step in (Step.COMPACT, Step.PURGE):
+                return compact(self.spark, catalog, identifier, fold_policy(planned, config))
             if step is Step.PRUNE:
                 return remove_dangling_deletes(self.spark, self.target.lake_table(table))
             if step is Step.DELETES:
@@ -182,11 +183,11 @@ class Maintainer:
     @contextmanager
     def _holding(self, table: TableName, step: Step) -> Iterator[None]:
         """``expiry`` held around the expiry step (its tags, then the expiry itself); the
-        table's turn (``turns``) around a compaction, its retries included."""
+        table's turn (``turns``) around a compaction or a purge, its retries included."""
         if step is Step.EXPIRE and self.expiry is not None:
             with self.expiry:
                 yield
-        elif step is Step.COMPACT and self.turns is not None:
+        elif step in (Step.COMPACT, Step.PURGE) and self.turns is not None:
             with self.turns.compacting(table):
                 yield
         else:
@@ -212,3 +213,15 @@ class Maintainer:
                 self.spark.sql(f"REFRESH TABLE {name}")
 
         return refresh
+
+
+def fold_policy(planned: Planned, config: MaintenanceConfig) -> FoldPolicy | None:
+    """The files a compaction or a purge rewrites: None (a ``whole`` compaction), every small
+    and mostly deleted file, the small ones only (``small_only``: ``SMALL_ONLY``), or (a purge)
+    at most ``files`` mostly deleted files, none for its size."""
+    if planned.whole:
+        return None
+    if planned.step is Step.PURGE:
+        return FoldPolicy(0, config.delete_ratio, max_files=planned.files)
+    ratio = SMALL_ONLY if planned.small_only else config.delete_ratio
+    return FoldPolicy(config.small_file_bytes, ratio)

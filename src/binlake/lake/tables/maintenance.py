@@ -10,7 +10,11 @@ it (``binlake maintain`` decides which: ``binlake.maintain``).
   data file (``policy=None``). ``FoldPolicy``: only the small data files (under
   ``small_file_bytes``: the batches' files, folded into larger ones) and the files whose
   deleted rows are at least ``delete_ratio`` of their rows; a large file with a few position
-  deletes stays as it is, so a round rewrites what changed, not the table. Rewritten files
+  deletes stays as it is, so a round rewrites what changed, not the table. When the mostly
+  deleted files' live rows (``mostly_deleted_rows``) exceed a round's bound, the round runs
+  two rewrites instead (``binlake.maintain.plan``): the small files only (``SMALL_ONLY``), then
+  at most ``max_files`` of the mostly deleted ones (Iceberg's ``max-files-to-rewrite``, its
+  ``min-file-size-bytes`` 0: no file for its size). Rewritten files
   keep the data sequence number the rewrite started from (Iceberg's default), so a row delta's
   equality deletes committed meanwhile still delete the rows they replaced in them (its
   position deletes name files: one of the two commits fails as a conflict);
@@ -90,14 +94,26 @@ class FoldPolicy:
     #: A data file whose deleted rows are at least this share of its rows is rewritten
     #: (Iceberg's ``delete-ratio-threshold``).
     delete_ratio: float
+    #: At most this many files are rewritten (Iceberg's ``max-files-to-rewrite``: the first
+    #: ones its plan meets, whole file groups cut short; not the largest nor the most deleted,
+    #: so a bound on rows takes as many files as the largest candidates allow); None: all.
+    max_files: int | None = None
 
     def options(self) -> dict[str, str]:
-        return {
+        options = {
             "min-file-size-bytes": str(int(self.small_file_bytes)),
             "delete-ratio-threshold": repr(float(self.delete_ratio)),
             "min-input-files": "2",
             "remove-dangling-deletes": "true",
         }
+        if self.max_files is not None:
+            options["max-files-to-rewrite"] = str(int(self.max_files))
+        return options
+
+
+#: A fold's ``delete_ratio`` that rewrites no file for its deletes but one every row of which is
+#: deleted (Iceberg refuses 0; such a file moves no row): the small files only.
+SMALL_ONLY = 1.0
 
 
 @dataclass(frozen=True)
@@ -116,10 +132,16 @@ class TableHealth:
     oldest_snapshot: datetime | None
     #: Of ``delete_files``, the equality deletes (every other one is a position delete).
     equality_deletes: int = 0
+    #: The live rows of each data file of at least ``small_file_bytes`` whose deleted rows are
+    #: at least ``delete_ratio`` of its rows (``mostly_deleted``): what a fold would move.
+    mostly_deleted_rows: tuple[int, ...] = ()
 
 
-def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> TableHealth:
-    """``name``'s files, manifests and snapshots, counted from its metadata tables."""
+def table_health(
+    spark: SparkSession, name: str, small_file_bytes: int, delete_ratio: float | None = None
+) -> TableHealth:
+    """``name``'s files, manifests and snapshots, counted from its metadata tables; with
+    ``delete_ratio``, its mostly deleted files' live rows too (``mostly_deleted``)."""
     files = (
         f"SELECT content, count(*) AS files, "
         f"sum(CASE WHEN file_size_in_bytes < {int(small_file_bytes)} THEN 1 ELSE 0 END) AS small "
@@ -138,6 +160,9 @@ def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> Table
     dangling = _dangling(spark, name) if deletes else []
     equality = int(by_content[2]["files"]) if 2 in by_content else 0
     oldest = snapshot_row["oldest"]
+    mostly: tuple[int, ...] = ()
+    if deletes and delete_ratio is not None:
+        mostly = mostly_deleted(spark, name, small_file_bytes, delete_ratio)
     return TableHealth(
         data_files=int(data["files"]) if data else 0,
         delete_files=deletes - len(dangling),
@@ -147,13 +172,36 @@ def table_health(spark: SparkSession, name: str, small_file_bytes: int) -> Table
         manifests=manifest_count,
         snapshots=int(snapshot_row["n"]),
         oldest_snapshot=_utc(oldest) if oldest is not None else None,
+        mostly_deleted_rows=mostly,
     )
+
+
+def mostly_deleted(
+    spark: SparkSession, name: str, small_file_bytes: int, delete_ratio: float
+) -> tuple[int, ...]:
+    """The live rows of each of ``name``'s data files of at least ``small_file_bytes`` whose
+    deleted rows are at least ``delete_ratio`` of its rows, largest first. Counted as Iceberg's
+    bin-pack planner does (``tooHighDeleteRatio``): the rows of the live delete files scoped to
+    that one file (a DV, a position delete file of one data file: ``ref``), at most the file's
+    own; a row delta's position delete file naming several data files counts for none."""
+    query = (
+        f"WITH live AS ({_live_files(spark, name)}), "
+        "scoped AS (SELECT ref, sum(records) AS deleted FROM live "
+        "WHERE content = 1 AND ref IS NOT NULL GROUP BY ref), "
+        "data AS (SELECT d.records, least(coalesce(s.deleted, 0), d.records) AS deleted "
+        "FROM live d LEFT JOIN scoped s ON d.path = s.ref "
+        f"WHERE d.content = 0 AND d.bytes >= {int(small_file_bytes)} AND d.records > 0) "
+        "SELECT records - deleted AS rows FROM data "
+        f"WHERE deleted >= {float(delete_ratio)!r} * records ORDER BY rows DESC"
+    )
+    with spark_errors(query, name):
+        return tuple(int(r["rows"]) for r in spark.sql(query).collect())
 
 
 def _live_files(spark: SparkSession, name: str) -> str:
     """A query of ``name``'s live files in its current snapshot: content, data sequence number,
-    location, (``part``) spec and partition values as text ('' for none), and the one data file
-    a position delete names (``ref``, NULL for none or several)."""
+    location, (``part``) spec and partition values as text ('' for none), the one data file
+    a position delete names (``ref``, NULL for none or several), rows and bytes."""
     entries = f"{name}.entries"
     with spark_errors(f"DESCRIBE {entries}", name):
         fields = spark.table(entries).schema["data_file"].dataType.fieldNames()  # type: ignore[attr-defined]
@@ -170,7 +218,8 @@ def _live_files(spark: SparkSession, name: str) -> str:
     )
     return (
         f"SELECT data_file.content AS content, sequence_number AS seq, "
-        f"data_file.file_path AS path, {ref} AS ref, "
+        f"data_file.file_path AS path, {ref} AS ref, data_file.record_count AS records, "
+        "data_file.file_size_in_bytes AS bytes, "
         f"CASE WHEN coalesce({values}, '{{}}') = '{{}}' THEN '' "
         f"ELSE concat(data_file.spec_id, ':', {values}) END AS part "
         f"FROM {entries} WHERE status < 2"
