@@ -1,0 +1,61 @@
+"""`binlake binlog dump`'s output is pinned byte for byte: the binlog of every column type
+(tests/fixtures/binlog/types.binlog) dumped in each of the four forms is compared with the
+output recorded before the command's rendering was made fast (issue #37)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from binlake.cli.main import run
+from binlog_fixtures import FIXTURES, TYPES_BINLOG
+
+FORMS = {
+    "types.dump.txt": [],
+    "types.dump-rows.txt": ["--rows"],
+    "types.dump.jsonl": ["--json"],
+    "types.dump-rows.jsonl": ["--json", "--rows"],
+}
+
+
+@pytest.mark.parametrize("recorded", sorted(FORMS))
+def test_dump_of_every_column_type_is_byte_identical_to_the_recorded_output(
+    recorded: str, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    assert run(["binlog", "dump", *FORMS[recorded], str(TYPES_BINLOG)]) == 0
+    assert capsysbinary.readouterr().out == (FIXTURES / recorded).read_bytes()
+
+
+def test_dump_from_a_start_position_is_the_tail_of_the_whole_dump(
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    whole = (FIXTURES / "types.dump-rows.jsonl").read_bytes().splitlines(keepends=True)
+    start = 2392  # the GTID event of the second transaction of the `ints` table
+    skipped = next(
+        i for i, line in enumerate(whole) if line.startswith(b'{"type": "Gtid", "offset": 2392,')
+    )
+    assert (
+        run(
+            [
+                "binlog",
+                "dump",
+                "--json",
+                "--rows",
+                "--start-position",
+                str(start),
+                str(TYPES_BINLOG),
+            ]
+        )
+        == 0
+    )
+    assert capsysbinary.readouterr().out == b"".join(whole[skipped:])
+
+
+def test_dump_of_two_files_is_their_dumps_one_after_the_other(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    second = tmp_path / "copy.binlog"
+    second.write_bytes(TYPES_BINLOG.read_bytes())
+    assert run(["binlog", "dump", "--rows", str(TYPES_BINLOG), str(second)]) == 0
+    assert capsysbinary.readouterr().out == (FIXTURES / "types.dump-rows.txt").read_bytes() * 2
