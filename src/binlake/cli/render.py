@@ -2,6 +2,11 @@
 
 The JSON form is a stable interface (tests and other tools parse it): ``type`` is the name
 mariadb-binlog prints; decimals are strings, bytes base64, temporal values ISO-8601, NULL null.
+
+``json_value`` and ``json.dumps`` say what the JSON of a value is; ``DumpRenderer`` writes the
+same text without building a dict a row or an encoder a line: a table's keys are quoted once,
+and the common value types (int, str, float, Decimal, bytes, date and time) are turned into text
+directly, any other through ``json_value`` (tests/unit/test_dump_output.py pins the bytes).
 """
 
 from __future__ import annotations
@@ -9,6 +14,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
+import math
+from json.encoder import encode_basestring as quote
 from typing import Any
 
 from binlake.binlog.codec import BinlogEvent
@@ -30,13 +38,16 @@ from binlake.binlog.events import (
 )
 from binlake.binlog.format import FormatContext
 from binlake.binlog.names import TableName
-from binlake.binlog.rows import ABSENT, Row, RowsEvent
+from binlake.binlog.rows import ABSENT, Row, RowChange, RowsEvent
 from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent, ZoneTimes
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
 
 JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 MAX_TEXT = 200
+#: ``json.dumps(obj, ensure_ascii=False)``'s encoder, made once rather than once a call.
+ENCODER = json.JSONEncoder(ensure_ascii=False)
+SIDE_INDENT = " " * 12
 
 
 def iso_duration(value: dt.timedelta) -> str:
@@ -158,3 +169,94 @@ def event_json(event: BinlogEvent, table: TableMap | None) -> dict[str, JsonValu
         out["xid"] = event.payload.xid
     out["info"] = describe(event, table)
     return out
+
+
+def value_text(value: object) -> str:
+    """``ENCODER.encode(json_value(value))``: the common types directly, the others through it."""
+    if type(value) is int:
+        return str(value)
+    if value is None:
+        return "null"
+    if type(value) is str:
+        return quote(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f'"{value!r}"'
+    if type(value) is decimal.Decimal:
+        return f'"{value}"'
+    if type(value) is bytes:
+        return f'"{base64.b64encode(value).decode("ascii")}"'
+    if type(value) is dt.datetime or type(value) is dt.date:
+        return f'"{value.isoformat()}"'
+    return ENCODER.encode(json_value(value))
+
+
+def row_text(row: Row, keys: tuple[str, ...]) -> str:
+    """``ENCODER.encode(row_json(row, table))``, given the table's quoted keys (``RowKeys``)."""
+    parts = [key + value_text(v) for key, v in zip(keys, row, strict=True) if v is not ABSENT]
+    return "{" + ", ".join(parts) + "}"
+
+
+class RowKeys:
+    """The quoted JSON keys (``"name": ``) of the rows of each table shape, made once a shape."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, ...] | int, tuple[str, ...]] = {}
+
+    def of(self, table: TableMap, width: int) -> tuple[str, ...]:
+        """The keys of a row of ``width`` values of ``table`` (``@1``... when it names none)."""
+        shape = table.column_names or width
+        keys = self._known.get(shape)
+        if keys is None:
+            names = table.column_names or tuple(f"@{i + 1}" for i in range(width))
+            keys = self._known[shape] = tuple(f"{quote(name)}: " for name in names)
+        return keys
+
+
+class DumpRenderer:
+    """The lines `binlake binlog dump` prints for an event, as text or JSON, with or without
+    its decoded rows (``changes``: ``None`` without ``--rows``)."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.keys = RowKeys()
+
+    def render(
+        self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
+    ) -> str:
+        """The event's lines, each ending in a newline."""
+        if self.as_json:
+            return self._json_line(event, table, changes)
+        h = event.header
+        head = (
+            f"{event.offset:>10} {h.type_name:<18} size={h.event_size:<7} "
+            f"end_log_pos={h.log_pos:<10} {describe(event, table)}\n"
+        )
+        if not changes or table is None:
+            return head
+        lines = [head]
+        for before, after in changes:
+            if before is not None:
+                lines.append(f"{SIDE_INDENT}before: {self._row(before, table)}\n")
+            if after is not None:
+                lines.append(f"{SIDE_INDENT}after: {self._row(after, table)}\n")
+        return "".join(lines)
+
+    def _json_line(
+        self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
+    ) -> str:
+        obj = ENCODER.encode(event_json(event, table))
+        if changes is None or not isinstance(event.payload, RowsEvent):
+            return obj + "\n"
+        rows = []
+        for before, after in changes:
+            assert table is not None  # changes are decoded with the event's table
+            sides = []
+            if before is not None:
+                sides.append(f'"before": {self._row(before, table)}')
+            if after is not None:
+                sides.append(f'"after": {self._row(after, table)}')
+            rows.append("{" + ", ".join(sides) + "}")
+        return f'{obj[:-1]}, "rows": [{", ".join(rows)}]}}\n'
+
+    def _row(self, row: Row, table: TableMap) -> str:
+        return row_text(row, self.keys.of(table, len(row)))
