@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from binlake.binlog.rows import ABSENT
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
-from binlake.cli.render import RowKeys, row_json, row_text, value_text
+from binlake.cli.render import RowFormats, row_json, value_text
 from binlog_fixtures import table_map
 
 pytestmark = pytest.mark.property
@@ -56,10 +57,49 @@ def test_a_value_renders_as_json_dumps_renders_its_json_value(value: object) -> 
 @given(st.lists(values, max_size=12), st.booleans())
 def test_a_row_renders_as_json_dumps_renders_its_row_json(row: list[object], named: bool) -> None:
     table = table_map((3,) * len(row)) if named else unnamed(len(row))
-    keys = RowKeys()
-    text = row_text(tuple(row), keys.of(table, len(row)))
+    formats = RowFormats()
+    text = formats.of(table, len(row)).text(tuple(row))
     assert text == json.dumps(row_json(tuple(row), table), ensure_ascii=False)
-    assert keys.of(table, len(row)) is keys.of(table, len(row))  # made once a shape
+    assert formats.of(table, len(row)) is formats.of(table, len(row))  # made once a shape
+
+
+BERLIN = ZoneInfo("Europe/Berlin")
+ZONES = [None, dt.UTC, dt.timezone(dt.timedelta(hours=1)), BERLIN]
+temporal = st.one_of(
+    st.dates(min_value=dt.date(2024, 10, 26), max_value=dt.date(2024, 10, 28)),
+    st.datetimes(
+        min_value=dt.datetime(2024, 10, 27, 0, 0),
+        max_value=dt.datetime(2024, 10, 27, 4, 0),
+        timezones=st.sampled_from(ZONES),
+    ).map(lambda t: t.replace(minute=0, second=0, microsecond=0)),  # runs of equal values
+)
+
+
+@given(st.lists(st.tuples(temporal, temporal), min_size=2, max_size=20))
+def test_rows_in_sequence_render_each_as_alone_whatever_the_dates_and_zones_before(
+    rows: list[tuple[object, object]],
+) -> None:
+    table = table_map((12, 12))
+    form = RowFormats().of(table, 2)
+    for row in rows:
+        assert form.text(row) == json.dumps(row_json(row, table), ensure_ascii=False)
+
+
+def test_equal_times_of_two_zones_or_folds_in_a_column_render_their_own_offsets() -> None:
+    utc = dt.datetime(2024, 10, 27, 1, 30, tzinfo=dt.UTC)
+    plus_one = utc.astimezone(dt.timezone(dt.timedelta(hours=1)))
+    first, second = (dt.datetime(2024, 10, 27, 2, 30, tzinfo=BERLIN, fold=f) for f in (0, 1))
+    table = table_map((12,))
+    form = RowFormats().of(table, 1)
+    assert utc == plus_one and first == second  # equal, and printed differently
+    texts = [form.text((v,)) for v in (utc, plus_one, first, second, dt.date(2024, 10, 27))]
+    assert texts == [
+        '{"c0": "2024-10-27T01:30:00+00:00"}',
+        '{"c0": "2024-10-27T02:30:00+01:00"}',
+        '{"c0": "2024-10-27T02:30:00+02:00"}',
+        '{"c0": "2024-10-27T02:30:00+01:00"}',
+        '{"c0": "2024-10-27"}',
+    ]
 
 
 def one_column() -> TableMap:

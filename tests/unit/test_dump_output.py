@@ -59,3 +59,19 @@ def test_dump_of_two_files_is_their_dumps_one_after_the_other(
     second.write_bytes(TYPES_BINLOG.read_bytes())
     assert run(["binlog", "dump", "--rows", str(TYPES_BINLOG), str(second)]) == 0
     assert capsysbinary.readouterr().out == (FIXTURES / "types.dump-rows.txt").read_bytes() * 2
+
+
+ORPHAN_ROWS_EVENT = {  # the first Write_rows_v1 at 1138, its TABLE_MAP at 1026
+    "--json": b'{"type": "Write_rows_v1", "offset": 1138, "size": 76, "end_log_pos": 1214, '
+    b'"server_id": 1, "timestamp": 1795287658, "info": "table id 18 (?)", "rows": []}',
+    "--text": b"      1138 Write_rows_v1      size=76      end_log_pos=1214       table id 18 (?)",
+}
+
+
+@pytest.mark.parametrize("form", sorted(ORPHAN_ROWS_EVENT))
+def test_a_rows_event_whose_table_map_lies_before_the_start_has_no_rows(
+    form: str, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    options = ["--rows", "--start-position", "1138"] + (["--json"] if form == "--json" else [])
+    assert run(["binlog", "dump", *options, str(TYPES_BINLOG)]) == 0
+    assert capsysbinary.readouterr().out.splitlines()[0] == ORPHAN_ROWS_EVENT[form]

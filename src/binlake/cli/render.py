@@ -4,9 +4,10 @@ The JSON form is a stable interface (tests and other tools parse it): ``type`` i
 mariadb-binlog prints; decimals are strings, bytes base64, temporal values ISO-8601, NULL null.
 
 ``json_value`` and ``json.dumps`` say what the JSON of a value is; ``DumpRenderer`` writes the
-same text without building a dict a row or an encoder a line: a table's keys are quoted once,
-and the common value types (int, str, float, Decimal, bytes, date and time) are turned into text
-directly, any other through ``json_value`` (tests/unit/test_dump_output.py pins the bytes).
+same text without building a dict a row or an encoder a line: a table's keys are quoted once
+(``RowFormat``), the common value types (int, str, float, Decimal, bytes, date and time) are
+turned into text directly, any other through ``json_value`` (tests/unit/test_dump_output.py
+pins the bytes, tests/property/test_dump_render_properties.py holds the two to each other).
 """
 
 from __future__ import annotations
@@ -190,26 +191,68 @@ def value_text(value: object) -> str:
     return ENCODER.encode(json_value(value))
 
 
-def row_text(row: Row, keys: tuple[str, ...]) -> str:
-    """``ENCODER.encode(row_json(row, table))``, given the table's quoted keys (``RowKeys``)."""
-    parts = [key + value_text(v) for key, v in zip(keys, row, strict=True) if v is not ABSENT]
-    return "{" + ", ".join(parts) + "}"
+class RowFormat:
+    """How the rows of one table shape are written: the quoted keys (``"name": ``), made once,
+    and a column's date or time text, made once for a run of equal values (the rows of one
+    statement often share a NOW(), an update's two images an unchanged column)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        keys = [f"{quote(name)}: " for name in names]
+        self.firsts = tuple("{" + key for key in keys)  # a key that opens the object
+        self.others = tuple(", " + key for key in keys)  # a key after another
+        self.last: list[object] = [None] * len(names)
+        self.last_text = [""] * len(names)
+
+    def text(self, row: Row) -> str:
+        """``ENCODER.encode(row_json(row, table))``: pieces joined once, none concatenated."""
+        if len(row) != len(self.firsts):
+            raise ValueError(f"a row of {len(row)} values for {len(self.firsts)} columns")
+        parts: list[str] = []
+        for column, value in enumerate(row):
+            if value is ABSENT:
+                continue
+            parts.append(self.others[column] if parts else self.firsts[column])
+            if type(value) is dt.datetime or type(value) is dt.date:
+                parts.append(self._temporal_text(column, value))
+            else:
+                parts.append(value_text(value))
+        if not parts:
+            return "{}"
+        parts.append("}")
+        return "".join(parts)
+
+    def _temporal_text(self, column: int, value: dt.date) -> str:
+        if not same_text(self.last[column], value):
+            self.last[column] = value
+            self.last_text[column] = f'"{value.isoformat()}"'
+        return self.last_text[column]
 
 
-class RowKeys:
-    """The quoted JSON keys (``"name": ``) of the rows of each table shape, made once a shape."""
+def same_text(last: object, value: dt.date) -> bool:
+    """Whether ``last``'s ISO text is ``value``'s: equal and of one type, and for datetimes of
+    one zone and fold (equal aware datetimes of two zones, or of one zone's repeated hour,
+    print different offsets)."""
+    if type(last) is not type(value) or last != value:
+        return False
+    if isinstance(last, dt.datetime) and isinstance(value, dt.datetime):
+        return last.tzinfo is value.tzinfo and last.fold == value.fold
+    return True
+
+
+class RowFormats:
+    """The ``RowFormat`` of each table shape, made once a shape."""
 
     def __init__(self) -> None:
-        self._known: dict[tuple[str, ...] | int, tuple[str, ...]] = {}
+        self._known: dict[tuple[str, ...] | int, RowFormat] = {}
 
-    def of(self, table: TableMap, width: int) -> tuple[str, ...]:
-        """The keys of a row of ``width`` values of ``table`` (``@1``... when it names none)."""
+    def of(self, table: TableMap, width: int) -> RowFormat:
+        """The format of a row of ``width`` values of ``table`` (``@1``... when it names none)."""
         shape = table.column_names or width
-        keys = self._known.get(shape)
-        if keys is None:
+        found = self._known.get(shape)
+        if found is None:
             names = table.column_names or tuple(f"@{i + 1}" for i in range(width))
-            keys = self._known[shape] = tuple(f"{quote(name)}: " for name in names)
-        return keys
+            found = self._known[shape] = RowFormat(names)
+        return found
 
 
 class DumpRenderer:
@@ -218,7 +261,7 @@ class DumpRenderer:
 
     def __init__(self, *, as_json: bool) -> None:
         self.as_json = as_json
-        self.keys = RowKeys()
+        self.formats = RowFormats()
 
     def render(
         self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
@@ -250,13 +293,15 @@ class DumpRenderer:
         rows = []
         for before, after in changes:
             assert table is not None  # changes are decoded with the event's table
-            sides = []
-            if before is not None:
-                sides.append(f'"before": {self._row(before, table)}')
-            if after is not None:
-                sides.append(f'"after": {self._row(after, table)}')
-            rows.append("{" + ", ".join(sides) + "}")
+            if before is None:
+                rows.append("{}" if after is None else f'{{"after": {self._row(after, table)}}}')
+            elif after is None:
+                rows.append(f'{{"before": {self._row(before, table)}}}')
+            else:
+                rows.append(
+                    f'{{"before": {self._row(before, table)}, "after": {self._row(after, table)}}}'
+                )
         return f'{obj[:-1]}, "rows": [{", ".join(rows)}]}}\n'
 
     def _row(self, row: Row, table: TableMap) -> str:
-        return row_text(row, self.keys.of(table, len(row)))
+        return self.formats.of(table, len(row)).text(row)
