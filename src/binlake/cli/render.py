@@ -183,7 +183,7 @@ def value_text(value: object) -> str:
     if type(value) is float:
         return repr(value) if math.isfinite(value) else f'"{value!r}"'
     if type(value) is decimal.Decimal:
-        return f'"{value}"'
+        return '"' + str(value) + '"'  # not f'"{value}"': Decimal.__format__ is 3x slower
     if type(value) is bytes:
         return f'"{base64.b64encode(value).decode("ascii")}"'
     if type(value) is dt.datetime or type(value) is dt.date:
