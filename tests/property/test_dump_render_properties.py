@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from binlake.binlog.rows import ABSENT
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
-from binlake.cli.render import RowFormats, row_json, value_text
+from binlake.cli.render import ENCODER, JsonValue, RowFormats, object_text, row_json, value_text
 from binlog_fixtures import table_map
 
 pytestmark = pytest.mark.property
@@ -100,6 +100,14 @@ def test_equal_times_of_two_zones_or_folds_in_a_column_render_their_own_offsets(
         '{"c0": "2024-10-27T02:30:00+01:00"}',
         '{"c0": "2024-10-27"}',
     ]
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+
+
+@given(st.dictionaries(st.text(), json_scalars | st.lists(json_scalars, max_size=3), max_size=8))
+def test_an_event_object_renders_as_the_encoder_renders_it(obj: dict[str, JsonValue]) -> None:
+    assert object_text(obj) == ENCODER.encode(obj)
 
 
 def one_column() -> TableMap:

@@ -191,6 +191,17 @@ def value_text(value: object) -> str:
     return ENCODER.encode(json_value(value))
 
 
+def object_text(obj: dict[str, JsonValue]) -> str:
+    """``ENCODER.encode(obj)``, the strings, ints and nulls of an event's fields directly."""
+    parts = []
+    for key, value in obj.items():
+        if value is None or type(value) is int or type(value) is str:
+            parts.append(f"{quote(key)}: {value_text(value)}")
+        else:
+            parts.append(f"{quote(key)}: {ENCODER.encode(value)}")
+    return "{" + ", ".join(parts) + "}"
+
+
 class RowFormat:
     """How the rows of one table shape are written: the quoted keys (``"name": ``), made once,
     and a column's date or time text, made once for a run of equal values (the rows of one
@@ -287,7 +298,7 @@ class DumpRenderer:
     def _json_line(
         self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
     ) -> str:
-        obj = ENCODER.encode(event_json(event, table))
+        obj = object_text(event_json(event, table))
         if changes is None or not isinstance(event.payload, RowsEvent):
             return obj + "\n"
         rows = []
