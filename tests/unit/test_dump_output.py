@@ -75,3 +75,19 @@ def test_a_rows_event_whose_table_map_lies_before_the_start_has_no_rows(
     options = ["--rows", "--start-position", "1138"] + (["--json"] if form == "--json" else [])
     assert run(["binlog", "dump", *options, str(TYPES_BINLOG)]) == 0
     assert capsysbinary.readouterr().out.splitlines()[0] == ORPHAN_ROWS_EVENT[form]
+
+
+def test_a_damaged_event_ends_the_dump_with_a_typed_error_after_every_event_before_it(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    damaged = 2434  # an ANNOTATE_ROWS event: a byte of its text flipped, its CRC32 fails
+    data = bytearray(TYPES_BINLOG.read_bytes())
+    data[damaged + 30] ^= 0x01
+    path = tmp_path / "damaged.000001"
+    path.write_bytes(bytes(data))
+    assert run(["binlog", "dump", "--rows", str(path)]) != 0
+    out, err = capsysbinary.readouterr()
+    whole = (FIXTURES / "types.dump-rows.txt").read_bytes().splitlines(keepends=True)
+    before = next(i for i, line in enumerate(whole) if line.startswith(b"      2434 "))
+    assert out == b"".join(whole[:before])  # written, though the dump's writes are batched
+    assert err.startswith(b"error: ") and b"\nhint: " in err and b"Traceback" not in err
