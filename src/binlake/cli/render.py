@@ -5,9 +5,10 @@ mariadb-binlog prints; decimals are strings, bytes base64, temporal values ISO-8
 
 ``json_value`` and ``json.dumps`` say what the JSON of a value is; ``DumpRenderer`` writes the
 same text without building a dict a row or an encoder a line: a table's keys are quoted once
-(``RowFormat``), the common value types (int, str, float, Decimal, bytes, date and time) are
-turned into text directly, any other through ``json_value`` (tests/unit/test_dump_output.py
-pins the bytes, tests/property/test_dump_render_properties.py holds the two to each other).
+(``RowFormat``), the common value types (int, str, float, Decimal, bytes, date and time) and
+an event's fields (``object_text``) are turned into text directly, any other value through
+``json_value`` and the encoder (tests/unit/test_dump_output.py pins the bytes,
+tests/property/test_dump_render_properties.py holds the two ways to each other).
 """
 
 from __future__ import annotations
