@@ -13,13 +13,22 @@ in the same run measures:
 
 Prints rows/s for each and the ratios. Not a test: nothing is asserted.
 
+With ``--dump``, the same binlog is measured instead as a user meets it, whole commands in
+subprocesses with stdout to /dev/null, best of ``--repeats``: ``binlake binlog dump --rows`` and
+``--rows --json``, compiled and pure Python, against ``mariadb-binlog --verbose``; and the
+start-up of each alone (the same commands on a binlog of its header only), so the figure can be
+taken apart. Prints seconds (wall, and the CPU of the child), and the ratios (the C tool's time
+over binlake's: 1.0x is as fast).
+
     .venv/bin/python bench/decode.py [--rows 200000]
+    .venv/bin/python bench/decode.py --dump [--rows 200000] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -146,9 +155,78 @@ def time_mariadb_binlog(files: list[Path]) -> float:
     return time.perf_counter() - start
 
 
+class Timed(NamedTuple):
+    wall: float  # seconds, best of the repeats
+    cpu: float  # user and system seconds of the child, in the run of the best wall time
+
+
+def time_command(command: list[str], repeats: int, env: dict[str, str] | None = None) -> Timed:
+    """The best of ``repeats`` runs of ``command``, stdout to /dev/null."""
+    runs = []
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, env=env, check=True)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        runs.append(Timed(wall, cpu))
+    return min(runs)
+
+
+def header_only(path: Path, into: Path) -> Path:
+    """A copy of binlog ``path`` cut after its FORMAT_DESCRIPTION event: a dump's start-up."""
+    data = path.read_bytes()
+    fde_size = int.from_bytes(data[4 + 9 : 4 + 13], "little")
+    into.write_bytes(data[: 4 + fde_size])
+    return into
+
+
+def binlake_command() -> list[str]:
+    """The ``binlake`` console script beside this Python, as a user runs it."""
+    script = Path(sys.executable).with_name("binlake")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "binlake.cli.main"]
+
+
+def binlake_mode(env: dict[str, str]) -> str:
+    out = subprocess.run([*binlake_command(), "--version"], env=env, capture_output=True, text=True)
+    return out.stdout.strip().partition(", ")[2]
+
+
+def show(name: str, timed: Timed, note: str = "") -> None:
+    print(f"{name + ':':<37} {timed.wall:6.2f} s (cpu {timed.cpu:.2f}{note})")
+
+
+def time_dump_commands(files: list[Path], tiny: Path, repeats: int) -> None:
+    """The ``--dump`` section: whole commands against ``mariadb-binlog --verbose``."""
+    c_tool = ["mariadb-binlog", "--verbose"]
+    reference = time_command([*c_tool, *map(str, files)], repeats)
+    show("mariadb-binlog --verbose", reference)
+    show("mariadb-binlog --verbose, start-up", time_command([*c_tool, str(tiny)], repeats))
+    for pure in (False, True):
+        env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+        if pure:
+            env[PURE_ENV] = "1"
+        mode = binlake_mode(env)
+        dump = [*binlake_command(), "binlog", "dump"]
+        start = time_command([*dump, str(tiny)], repeats, env)
+        show("binlake binlog dump, start-up", start, f", {mode}")
+        for options in (["--rows"], ["--rows", "--json"]):
+            run = time_command([*dump, *options, *map(str, files)], repeats, env)
+            show(f"binlake binlog dump {' '.join(options)}", run, f", {mode}")
+            print(
+                f"  {reference.wall / run.wall:.2f}x of mariadb-binlog --verbose "
+                f"({run.wall - start.wall:.2f} s past start-up)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument(
+        "--dump", action="store_true", help="time whole `binlake binlog dump` commands instead"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="--dump: best of this many runs")
     parser.add_argument("--decode-only", nargs="+", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.decode_only:  # the child of decode_in_subprocess
@@ -162,6 +240,10 @@ def main() -> None:
             sandbox.flush_logs()
             files = [f for f in sandbox.binlog_files()[:-1]]
             size = sum(f.stat().st_size for f in files)
+            if args.dump:
+                print(f"binlog: {size / 1e6:.1f} MB, {args.rows} rows written")
+                time_dump_commands(files, header_only(files[0], base / "tiny.bin"), args.repeats)
+                return
             ours = [decode_in_subprocess(files, pure=pure) for pure in (False, True)]
             ref_rows, ref_s = count_rows_pymysqlreplication(sandbox, files[0].name)
             c_s = time_mariadb_binlog(files)

@@ -29,10 +29,10 @@ from types import ModuleType
 from typing import Final, TextIO
 
 #: The hot path: the binlog decoders and their value codecs, the relay log's writer, reader and
-#: scan, the receiver, its framing and event checks. mypyc 2.4.1's pitfalls these sources avoid
-#: (docs/architecture.md, "Compiled modules"): a call in a slice's bounds is made twice when the
-#: sliced object is not a list, tuple, str or bytes; a generator over a ``bytearray`` is an
-#: internal error.
+#: scan, the receiver, its framing and event checks; `binlake binlog dump`'s rendering. mypyc
+#: 2.4.1's pitfalls these sources avoid (docs/architecture.md, "Compiled modules"): a call in a
+#: slice's bounds is made twice when the sliced object is not a list, tuple, str or bytes; a
+#: generator over a ``bytearray`` is an internal error.
 COMPILED_MODULES: Final = (
     "binlake.binlog.header",
     "binlake.binlog.format",
@@ -56,6 +56,7 @@ COMPILED_MODULES: Final = (
     "binlake.source.event_check",
     "binlake.source.wire",
     "binlake.source.packets",
+    "binlake.cli.render",
 )
 #: Extensions written in C (issue #37: where mypyc cannot reach), each built from the ``.c`` beside
 #: its Python twin: row images decoded from a plan (``binlog/rowplan.py``). Recorded and refused
@@ -140,7 +141,7 @@ def choose() -> None:
 
 
 def describe() -> str:
-    """``compiled (22 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
+    """``compiled (23 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
     if _Choice.reason is None:
         return f"compiled ({len(COMPILED_MODULES)} modules)"
     return f"pure Python ({_Choice.reason})"

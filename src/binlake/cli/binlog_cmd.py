@@ -8,18 +8,19 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.rows import RowsEvent, decode_rows
+from binlake.binlog.rows import RowChange, RowsEvent, decode_rows
 from binlake.binlog.stream import ProblemKind
 from binlake.binlog.tablemap import TableMap
-from binlake.cli.render import describe, event_json, row_json
+from binlake.cli.render import DumpRenderer
 from binlake.errors import FileAccessError
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import files_of
-from binlake.storage.recovery import recover_log
-from binlake.storage.tail_scan import FileFacts, scan_file
+
+if TYPE_CHECKING:
+    from binlake.storage.tail_scan import FileFacts
 
 EXIT_TORN_TAIL = 1
 EXIT_CORRUPTION = 2
@@ -91,37 +92,10 @@ def open_binlog(path: Path) -> Iterator[BinlogFileReader]:
         yield reader
 
 
-def _rows_of(event: BinlogEvent, table: TableMap | None) -> list[dict[str, Any]]:
+def _changes_of(event: BinlogEvent, table: TableMap | None) -> list[RowChange]:
     if table is None or not isinstance(event.payload, RowsEvent):
         return []
-    out = []
-    for before, after in decode_rows(event.payload, table):
-        entry: dict[str, Any] = {}
-        if before is not None:
-            entry["before"] = row_json(before, table)
-        if after is not None:
-            entry["after"] = row_json(after, table)
-        out.append(entry)
-    return out
-
-
-def _print_event(event: BinlogEvent, table: TableMap | None, args: argparse.Namespace) -> None:
-    rows = _rows_of(event, table) if args.rows else None
-    if args.json:
-        obj = event_json(event, table)
-        if rows is not None and isinstance(event.payload, RowsEvent):
-            obj["rows"] = rows
-        print(json.dumps(obj, ensure_ascii=False))
-        return
-    h = event.header
-    print(
-        f"{event.offset:>10} {h.type_name:<18} size={h.event_size:<7} "
-        f"end_log_pos={h.log_pos:<10} {describe(event, table)}"
-    )
-    for entry in rows or []:
-        for side in ("before", "after"):
-            if side in entry:
-                print(f"{'':>12}{side}: {json.dumps(entry[side], ensure_ascii=False)}")
+    return decode_rows(event.payload, table)
 
 
 def _table_for(event: BinlogEvent, tables: dict[int, TableMap]) -> TableMap | None:
@@ -136,13 +110,39 @@ def _table_for(event: BinlogEvent, tables: dict[int, TableMap]) -> TableMap | No
 
 def run_dump(args: argparse.Namespace) -> int:
     files = [f for p in args.files for f in files_of(p)]
-    for i, path in enumerate(files):
-        with open_binlog(path) as reader:
-            tables: dict[int, TableMap] = {}
-            start = args.start_position if i == 0 else None
-            for event in reader.events(start=start):
-                _print_event(event, _table_for(event, tables), args)
+    renderer = DumpRenderer(as_json=args.json)
+    out = BatchedWriter(sys.stdout)
+    try:
+        for i, path in enumerate(files):
+            with open_binlog(path) as reader:
+                tables: dict[int, TableMap] = {}
+                start = args.start_position if i == 0 else None
+                for event in reader.events(start=start):
+                    table = _table_for(event, tables)
+                    changes = _changes_of(event, table) if args.rows else None
+                    out.add(renderer.render(event, table, changes))
+    finally:  # what came before an error is printed, as the error is
+        out.flush()
     return 0
+
+
+class BatchedWriter:
+    """Text for a stream, written in one call every ``batch`` pieces (and at ``flush``)."""
+
+    def __init__(self, stream: TextIO, batch: int = 512) -> None:
+        self.stream = stream
+        self.batch = batch
+        self.pending: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if len(self.pending) >= self.batch:
+            self.flush()
+
+    def flush(self) -> None:
+        text = "".join(self.pending)
+        self.pending.clear()
+        self.stream.write(text)
 
 
 def _scan_text(facts: FileFacts, path: Path) -> str:
@@ -200,6 +200,8 @@ def _hint(facts: FileFacts, code: int) -> str:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from binlake.storage.tail_scan import scan_file  # not imported for `dump`
+
     files = [f for p in args.paths for f in files_of(p)]
     worst = 0
     for i, path in enumerate(files):
@@ -220,6 +222,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_recover(args: argparse.Namespace) -> int:
     """Exit 0 when the folder is (or, with --dry-run, would be) clean; typed errors otherwise."""
+    from binlake.storage.recovery import recover_log  # not imported for `dump`
+
     report = recover_log(args.folder, dry_run=args.dry_run)
     for line in report.lines:
         print(line)

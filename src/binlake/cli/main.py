@@ -7,24 +7,14 @@ exit code; no traceback reaches the user unless ``BINLAKE_DEBUG=1`` asks for one
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from typing import Final
 
 from binlake import __version__, compiled
-from binlake.cli import (
-    binlog_cmd,
-    check_source_cmd,
-    check_target_cmd,
-    cut_cmd,
-    maintain_cmd,
-    receive_cmd,
-    replicate_cmd,
-    snapshot_cmd,
-    status_cmd,
-    verify_cmd,
-)
 from binlake.errors import BinlakeError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -35,6 +25,21 @@ EXIT_INTERRUPTED = 130
 #: stays its two lines).
 LONG_RUNNING_COMMANDS = ("replicate", "receive")
 HOT_COMMANDS = (*LONG_RUNNING_COMMANDS, "binlog")
+#: Each command and its module (``register`` adds its parser, its handlers run it). Only the
+#: module of the command asked for is imported, as its imports (the source client, Spark, the
+#: config...) are most of a short command's time; all of them for ``--help`` or a usage error.
+COMMAND_MODULES: Final = {
+    "binlog": "binlake.cli.binlog_cmd",
+    "check-source": "binlake.cli.check_source_cmd",
+    "check-target": "binlake.cli.check_target_cmd",
+    "cut": "binlake.cli.cut_cmd",
+    "maintain": "binlake.cli.maintain_cmd",
+    "receive": "binlake.cli.receive_cmd",
+    "replicate": "binlake.cli.replicate_cmd",
+    "snapshot": "binlake.cli.snapshot_cmd",
+    "status": "binlake.cli.status_cmd",
+    "verify": "binlake.cli.verify_cmd",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,7 +52,8 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(64)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``argv``'s command (``None``: every command's)."""
     parser = _Parser(
         prog="binlake",
         description="Exactly-once replication of MySQL/MariaDB binlogs into Apache Iceberg.",
@@ -57,17 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
-    binlog_cmd.register(commands)
-    check_source_cmd.register(commands)
-    check_target_cmd.register(commands)
-    cut_cmd.register(commands)
-    maintain_cmd.register(commands)
-    receive_cmd.register(commands)
-    replicate_cmd.register(commands)
-    snapshot_cmd.register(commands)
-    status_cmd.register(commands)
-    verify_cmd.register(commands)
+    for name in commands_of(argv):
+        importlib.import_module(COMMAND_MODULES[name]).register(commands)
     return parser
+
+
+def commands_of(argv: Sequence[str] | None) -> list[str]:
+    """The command ``argv`` runs, when its first word names one; else every command (``binlake
+    --help``, ``binlake -h verify``, a misspelt command: the help or the error lists them all)."""
+    first = next(iter(argv or ()), None)
+    return [first] if first in COMMAND_MODULES else list(COMMAND_MODULES)
 
 
 def report_error(error: BinlakeError) -> int:
@@ -77,7 +82,8 @@ def report_error(error: BinlakeError) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(words).parse_args(words)
     if args.command in LONG_RUNNING_COMMANDS:
         compiled.say_once_if_pure(sys.stderr)
     code = handle(args)

@@ -2,6 +2,13 @@
 
 The JSON form is a stable interface (tests and other tools parse it): ``type`` is the name
 mariadb-binlog prints; decimals are strings, bytes base64, temporal values ISO-8601, NULL null.
+
+``json_value`` and ``json.dumps`` say what the JSON of a value is; ``DumpRenderer`` writes the
+same text without building a dict a row or an encoder a line: a table's keys are quoted once
+(``RowFormat``), the common value types (int, str, float, Decimal, bytes, date and time) and
+an event's fields (``object_text``) are turned into text directly, any other value through
+``json_value`` and the encoder (tests/unit/test_dump_output.py pins the bytes,
+tests/property/test_dump_render_properties.py holds the two ways to each other).
 """
 
 from __future__ import annotations
@@ -9,6 +16,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
+import math
+from json.encoder import encode_basestring as quote
 from typing import Any
 
 from binlake.binlog.codec import BinlogEvent
@@ -30,13 +40,16 @@ from binlake.binlog.events import (
 )
 from binlake.binlog.format import FormatContext
 from binlake.binlog.names import TableName
-from binlake.binlog.rows import ABSENT, Row, RowsEvent
+from binlake.binlog.rows import ABSENT, Row, RowChange, RowsEvent
 from binlake.binlog.source_facts import ColumnHints, SourceFactsEvent, ZoneTimes
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
 
 JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 MAX_TEXT = 200
+#: ``json.dumps(obj, ensure_ascii=False)``'s encoder, made once rather than once a call.
+ENCODER = json.JSONEncoder(ensure_ascii=False)
+SIDE_INDENT = " " * 12
 
 
 def iso_duration(value: dt.timedelta) -> str:
@@ -158,3 +171,149 @@ def event_json(event: BinlogEvent, table: TableMap | None) -> dict[str, JsonValu
         out["xid"] = event.payload.xid
     out["info"] = describe(event, table)
     return out
+
+
+def value_text(value: object) -> str:
+    """``ENCODER.encode(json_value(value))``: the common types directly, the others through it."""
+    if type(value) is int:
+        return str(value)
+    if value is None:
+        return "null"
+    if type(value) is str:
+        return quote(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f'"{value!r}"'
+    if type(value) is decimal.Decimal:
+        return '"' + str(value) + '"'  # not f'"{value}"': Decimal.__format__ is 3x slower
+    if type(value) is bytes:
+        return f'"{base64.b64encode(value).decode("ascii")}"'
+    if type(value) is dt.datetime or type(value) is dt.date:
+        return f'"{value.isoformat()}"'
+    return ENCODER.encode(json_value(value))
+
+
+def object_text(obj: dict[str, JsonValue]) -> str:
+    """``ENCODER.encode(obj)``, the strings, ints and nulls of an event's fields directly."""
+    parts = []
+    for key, value in obj.items():
+        if value is None or type(value) is int or type(value) is str:
+            parts.append(f"{quote(key)}: {value_text(value)}")
+        else:
+            parts.append(f"{quote(key)}: {ENCODER.encode(value)}")
+    return "{" + ", ".join(parts) + "}"
+
+
+class RowFormat:
+    """How the rows of one table shape are written: the quoted keys (``"name": ``), made once,
+    and a column's date or time text, made once for a run of equal values (the rows of one
+    statement often share a NOW(), an update's two images an unchanged column)."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        keys = [f"{quote(name)}: " for name in names]
+        self.firsts = tuple("{" + key for key in keys)  # a key that opens the object
+        self.others = tuple(", " + key for key in keys)  # a key after another
+        self.last: list[object] = [None] * len(names)
+        self.last_text = [""] * len(names)
+
+    def text(self, row: Row) -> str:
+        """``ENCODER.encode(row_json(row, table))``: pieces joined once, none concatenated."""
+        if len(row) != len(self.firsts):
+            raise ValueError(f"a row of {len(row)} values for {len(self.firsts)} columns")
+        parts: list[str] = []
+        for column, value in enumerate(row):
+            if value is ABSENT:
+                continue
+            parts.append(self.others[column] if parts else self.firsts[column])
+            if type(value) is dt.datetime or type(value) is dt.date:
+                parts.append(self._temporal_text(column, value))
+            else:
+                parts.append(value_text(value))
+        if not parts:
+            return "{}"
+        parts.append("}")
+        return "".join(parts)
+
+    def _temporal_text(self, column: int, value: dt.date) -> str:
+        if not same_text(self.last[column], value):
+            self.last[column] = value
+            self.last_text[column] = f'"{value.isoformat()}"'
+        return self.last_text[column]
+
+
+def same_text(last: object, value: dt.date) -> bool:
+    """Whether ``last``'s ISO text is ``value``'s: equal and of one type, and for datetimes of
+    one zone and fold (equal aware datetimes of two zones, or of one zone's repeated hour,
+    print different offsets)."""
+    if type(last) is not type(value) or last != value:
+        return False
+    if isinstance(last, dt.datetime) and isinstance(value, dt.datetime):
+        return last.tzinfo is value.tzinfo and last.fold == value.fold
+    return True
+
+
+class RowFormats:
+    """The ``RowFormat`` of each table shape, made once a shape."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, ...] | int, RowFormat] = {}
+
+    def of(self, table: TableMap, width: int) -> RowFormat:
+        """The format of a row of ``width`` values of ``table`` (``@1``... when it names none)."""
+        shape = table.column_names or width
+        found = self._known.get(shape)
+        if found is None:
+            names = table.column_names or tuple(f"@{i + 1}" for i in range(width))
+            found = self._known[shape] = RowFormat(names)
+        return found
+
+
+class DumpRenderer:
+    """The lines `binlake binlog dump` prints for an event, as text or JSON, with or without
+    its decoded rows (``changes``: ``None`` without ``--rows``)."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+        self.formats = RowFormats()
+
+    def render(
+        self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
+    ) -> str:
+        """The event's lines, each ending in a newline."""
+        if self.as_json:
+            return self._json_line(event, table, changes)
+        h = event.header
+        head = (
+            f"{event.offset:>10} {h.type_name:<18} size={h.event_size:<7} "
+            f"end_log_pos={h.log_pos:<10} {describe(event, table)}\n"
+        )
+        if not changes or table is None:
+            return head
+        lines = [head]
+        for before, after in changes:
+            if before is not None:
+                lines.append(f"{SIDE_INDENT}before: {self._row(before, table)}\n")
+            if after is not None:
+                lines.append(f"{SIDE_INDENT}after: {self._row(after, table)}\n")
+        return "".join(lines)
+
+    def _json_line(
+        self, event: BinlogEvent, table: TableMap | None, changes: list[RowChange] | None
+    ) -> str:
+        obj = object_text(event_json(event, table))
+        if changes is None or not isinstance(event.payload, RowsEvent):
+            return obj + "\n"
+        rows = []
+        for before, after in changes:
+            assert table is not None  # changes are decoded with the event's table
+            if before is None:
+                rows.append("{}" if after is None else f'{{"after": {self._row(after, table)}}}')
+            elif after is None:
+                rows.append(f'{{"before": {self._row(before, table)}}}')
+            else:
+                rows.append(
+                    f'{{"before": {self._row(before, table)}, "after": {self._row(after, table)}}}'
+                )
+        return f'{obj[:-1]}, "rows": [{", ".join(rows)}]}}\n'
+
+    def _row(self, row: Row, table: TableMap) -> str:
+        return self.formats.of(table, len(row)).text(row)
