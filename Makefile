@@ -164,7 +164,7 @@ $(DEV_STAMP): pyproject.toml setup.py dev/pyproject.toml | $(VENV_PY)
 # the tests would not run the compiled code. Without a compiler this is the quick pure build.
 COMPILED_STAMP := $(VENV)/.compiled
 COMPILED_SOURCES = $(shell $(PYTHON) -c 'import runpy; plan = runpy.run_path("src/binlake/compiled.py"); \
-	print(*(plan["source_path"](m).relative_to(plan["PACKAGE"].parents[1]) for m in plan["BUILT_MODULES"]))')
+	print(*(p.relative_to(plan["PACKAGE"].parents[1]) for m in plan["BUILT_MODULES"] for p in plan["source_paths"](m)))')
 $(COMPILED_STAMP): $(DEV_STAMP) src/binlake/compiled.py $(COMPILED_SOURCES)
 	@if $(VENV_PY) -c 'import sys, binlake.compiled as c; sys.exit(c.pure_reason() is not None)'; \
 	then echo "venv: compiled modules current"; \

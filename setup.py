@@ -90,6 +90,9 @@ def native_extensions() -> list[Any]:
         Extension(
             module,
             [str(PLAN["source_path"](module, PACKAGE).relative_to(ROOT))],
+            depends=[
+                str(path.relative_to(ROOT)) for path in PLAN["source_paths"](module, PACKAGE)[1:]
+            ],
             extra_compile_args=["-O2", "-Wall"],
         )
         for module in PLAN["NATIVE_MODULES"]

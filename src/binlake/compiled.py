@@ -76,14 +76,22 @@ def source_path(module: str, package: Path = PACKAGE) -> Path:
     return package.joinpath(*module.split(".")[1:]).with_suffix(suffix)
 
 
+def source_paths(module: str, package: Path = PACKAGE) -> tuple[Path, ...]:
+    """Every source a module of ``BUILT_MODULES`` is built from: its ``source_path``, and for a
+    native one the headers beside it that share its name (``_rowimage_values.h``)."""
+    source = source_path(module, package)
+    if module not in NATIVE_MODULES:
+        return (source,)
+    return (source, *sorted(source.parent.glob(f"{source.stem}_*.h")))
+
+
 def source_record(package: Path = PACKAGE) -> str:
-    """The build record of the sources as they are now: one ``<sha256>  <path>`` line a module."""
+    """The build record of the sources as they are now: one ``<sha256>  <path>`` line a source."""
     lines = []
     for module in BUILT_MODULES:
-        path = source_path(module, package)
-        lines.append(
-            f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.relative_to(package)}"
-        )
+        for path in source_paths(module, package):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            lines.append(f"{digest}  {path.relative_to(package)}")
     return "\n".join(lines) + "\n"
 
 

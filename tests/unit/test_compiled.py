@@ -24,6 +24,7 @@ from binlake.compiled import (
     PURE_ENV,
     pure_reason,
     source_path,
+    source_paths,
 )
 
 PACKAGE = Path(binlake.__file__).parent
@@ -85,16 +86,20 @@ def test_a_source_edited_after_the_build_makes_every_compiled_module_load_from_s
 NATIVE_LOADED = "from binlake.binlog import rowplan; print(rowplan.NATIVE is not None)"
 
 
-def test_the_record_names_every_native_modules_c_source(fake_build: Path) -> None:
+def test_the_record_names_every_native_modules_c_source_and_its_headers(fake_build: Path) -> None:
     recorded = (fake_build / BUILD_RECORD).read_text().splitlines()
     for module in NATIVE_MODULES:
-        source = source_path(module, fake_build)
-        assert source.suffix == ".c"
-        assert any(line.endswith(f"  {source.relative_to(fake_build)}") for line in recorded)
+        sources = source_paths(module, fake_build)
+        assert [path.suffix for path in sources] == [".c", ".h"]
+        for source in sources:
+            assert any(line.endswith(f"  {source.relative_to(fake_build)}") for line in recorded)
 
 
-def test_a_c_source_edited_after_the_build_loads_no_extension(fake_build: Path) -> None:
-    source = source_path(NATIVE_MODULES[0], fake_build)
+@pytest.mark.parametrize("part", [0, 1], ids=["c-source", "header"])
+def test_a_c_source_or_header_edited_after_the_build_loads_no_extension(
+    fake_build: Path, part: int
+) -> None:
+    source = source_paths(NATIVE_MODULES[0], fake_build)[part]
     source.write_text(source.read_text() + "\n/* edited */\n")
     assert pure_reason(fake_build) == STALE
     run = run_python(NATIVE_LOADED, fake_build.parent)
