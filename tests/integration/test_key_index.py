@@ -446,6 +446,7 @@ def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_readin
     assert_verify_passes(config, spark)
 
 
+@pytest.mark.parametrize("path", ["catch-up", "rebuild"])
 @pytest.mark.parametrize(
     ("version", "how"),
     [
@@ -457,16 +458,19 @@ def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_readin
         (3, "flipped"),
     ],
 )
-def test_a_delete_file_the_catch_up_cannot_read_stops_replicate_until_it_is_restored(
-    tmp_path: Path, source: MariaDBSandbox, spark: Any, version: int, how: str
+def test_a_delete_file_the_key_index_cannot_read_stops_replicate_until_it_is_restored(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, version: int, how: str, path: str
 ) -> None:
     """The delete file of a commit the index missed (``a_commit_the_index_missed``: format 2,
     a Parquet position-delete file; 3, a DV) is missing, truncated, not Parquet, or its DV's
-    CRC fails: `binlake replicate`, which must read it to catch the index up, exits 73 with a
-    ``DeletionVectorError`` naming the file and its hint, no traceback; nothing is committed
-    and the index stays at its snapshot (the catch-up stopped, not a later step). The file
-    restored, as the hint says, the next run catches up (no rebuild) and source = target."""
-    database = f"ki_unreadable_v{version}_{how.replace(' ', '_')}"
+    CRC fails: `binlake replicate`, which must read it to catch the index up (``path``
+    "catch-up") or, the index file removed too, to rebuild it from a Spark read of the whole
+    table ("rebuild"), exits 73 with a ``DeletionVectorError`` naming the file and the table
+    once each and its hint, no traceback; nothing is committed and the index stays at its
+    snapshot (the catch-up stopped, not a later step), or is not there (the rebuild left
+    nothing). The file restored, as the hint says, the next run catches up (no rebuild) or
+    rebuilds, and source = target."""
+    database = f"ki_unreadable_v{version}_{how.replace(' ', '_')}_{path.replace('-', '_')}"
     table = f"{database}.t"
     config, staged = a_commit_the_index_missed(tmp_path, source, spark, database, version)
     (delete_file,) = staged.delete_files  # unpartitioned: one file (v2), one DV (v3)
@@ -474,19 +478,28 @@ def test_a_delete_file_the_catch_up_cannot_read_stops_replicate_until_it_is_rest
     churn(source, database, 2)
     snapshot = current_snapshot(spark, config, table)
     indexed, _ = index_entries(config, spark, table)
+    removed = index_path(config, spark, table)
+    if path == "rebuild":
+        removed.unlink()
     run = run_replicate(config, "--until-caught-up")
     assert run.returncode == DeletionVectorError.exit_code == 73, describe(run)
     assert "Traceback" not in run.stderr, describe(run)
     lines = run.stderr.splitlines()
     error = next(i for i, line in enumerate(lines) if line.startswith("error: "))
-    location = str(delete_file.location()).removeprefix("file:")
-    assert location in lines[error], lines[error]
+    named = str(delete_file.location())
+    said = lines[error].removeprefix(f"error: {named}, table {table}: ")
+    assert said.startswith(("the delete file ", "the deletion vector ")), lines[error]
+    assert named not in said and table not in said, lines[error]
+    location = named.removeprefix("file:")
     assert lines[error + 1] == f"hint: {DeletionVectorError.default_hint}", describe(run)
     assert current_snapshot(spark, config, table) == snapshot
-    assert index_entries(config, spark, table)[0] == indexed != snapshot
+    if path == "rebuild":
+        assert not removed.exists()
+    else:
+        assert index_entries(config, spark, table)[0] == indexed != snapshot
     Path(location).write_bytes(held)
     run = replicate_in_process(config, spark).output
-    assert "key index" not in run, run
+    assert ("key index" in run) == (path == "rebuild"), run
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 
