@@ -1,6 +1,7 @@
 """What the key index and row delta tests share: a table's index as the state folder holds it,
 the positions of the table's live rows as Spark reads them, the kinds of its live delete files,
-ways to damage an index file, and statements run on the source one transaction each."""
+ways to damage an index file or a delete file, and statements run on the source one transaction
+each."""
 
 from __future__ import annotations
 
@@ -115,3 +116,34 @@ def damage(path: Path, how: str, other: Path | None = None) -> None:
         shutil.copyfile(other, path)
     else:
         raise ValueError(how)
+
+
+def damage_delete_file(delete_file: Any, how: str) -> bytes:
+    """Damage a delete file of a local warehouse (Iceberg's ``DeleteFile``, a DV or a Parquet
+    position-delete file): ``missing`` (removed), ``truncated`` (a DV: cut in the middle of its
+    blob, which is all a reader reads of it; a Parquet file: cut in half), ``flipped`` (a byte
+    in the middle of a DV's blob, which its CRC covers), ``not parquet`` (text put in its
+    place). Hadoop's checksum file beside it goes too: an object store keeps none, binlake's own
+    checks must catch it. The bytes it held, to restore it with."""
+    path = Path(str(delete_file.location()).removeprefix("file:"))
+    held = path.read_bytes()
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    offset = delete_file.contentOffset()  # a DV's blob (None: a Parquet file)
+    middle = len(held) // 2
+    if offset is not None:
+        middle = int(offset) + int(delete_file.contentSizeInBytes()) // 2
+    if how == "missing":
+        path.unlink()
+    elif how == "truncated":
+        with path.open("r+b") as f:
+            f.truncate(middle)
+    elif how == "flipped":
+        assert offset is not None, "only a DV's blob carries a CRC of ours"
+        data = bytearray(held)
+        data[middle] ^= 0x01
+        path.write_bytes(bytes(data))
+    elif how == "not parquet":
+        path.write_bytes(b"not a parquet file\n" * 40)
+    else:
+        raise ValueError(how)
+    return held

@@ -402,7 +402,7 @@ class TargetError(BinlakeError):
     check: str | None = None
 
 
-#: A DV (Puffin ``file``) a batch must merge with is missing or damaged; ``check`` says how.
+#: A delete ``file`` a batch merges or a key index catch-up reads is missing or damaged (``check``).
 class DeletionVectorError(TargetError):
     default_hint = "restore the file from a backup, or roll the table back to before it was added"
 

@@ -25,7 +25,7 @@ from binlake.errors import CommitConflictError, DeletionVectorError
 from binlake.keyindex.open_set import OpenIndexes
 from binlake.lake.catalog.target import lake_target
 from binlake.lake.catalog.write_path import WRITE
-from binlake.lake.spark.lineage import current_lineage
+from binlake.lake.spark.lineage import current_lineage, table_metadata
 from binlake.lake.spark.lookup import read_lake_schema
 from binlake.lake.tables.maintenance import (
     FoldPolicy,
@@ -46,6 +46,8 @@ from key_index_testing import (
     assert_index_matches_the_table,
     current_snapshot,
     damage,
+    damage_delete_file,
+    index_entries,
     index_path,
     lake_name,
     live_delete_kinds,
@@ -56,8 +58,10 @@ from replicate_testing import (
     assert_history_is_exactly_once,
     assert_verify_passes,
     config_for,
+    describe,
     module_source,
     replicate_in_process,
+    run_replicate,
 )
 
 source = module_source("key-index-source")
@@ -102,8 +106,9 @@ def test_position_deletes_follow_every_batch_and_a_damaged_or_foreign_index_is_r
 ) -> None:
     """Batches of updates, deletes, inserts and key moves: every delete is by position, the
     index follows each batch (never rebuilt) and holds exactly the table's live rows. Then the
-    index file is damaged (bytes overwritten in its middle), then replaced by another table's:
-    each time the next batch rebuilds it, says so and counts it, and no row is wrong."""
+    index file is damaged (bytes overwritten in its middle), then cut in half, then replaced by
+    another table's: each time the next batch rebuilds it, says so and counts it, and no row is
+    wrong."""
     database = "ki_default"
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
@@ -117,7 +122,8 @@ def test_position_deletes_follow_every_batch_and_a_damaged_or_foreign_index_is_r
     newest = current_lineage(spark, lake_name(config, table))[0].summary
     assert newest[WRITE] == "row-delta"
     assert int(newest["added-position-deletes"]) > 0 and "added-equality-deletes" not in newest
-    for step, how, reason in ((2, "middle", "damaged"), (3, "foreign", "other table")):
+    damaged = ((2, "middle", "damaged"), (3, "truncate", "damaged"), (4, "foreign", "other table"))
+    for step, how, reason in damaged:
         other = index_path(config, spark, f"{database}.other")
         damage(index_path(config, spark, table), how, other=other)
         churn(source, database, step)
@@ -370,25 +376,15 @@ def test_a_batch_committed_on_top_of_merged_deletes_keeps_its_index_changes(
     assert_verify_passes(config, spark)
 
 
-@pytest.mark.parametrize(("version", "held"), [(2, True), (3, True), (2, False)])
-def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_reading_their_files(
-    tmp_path: Path,
-    source: MariaDBSandbox,
-    spark: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    version: int,
-    held: bool,
-) -> None:
-    """A batch's row delta committed, its index changes lost (as a kill at
-    ``keyindex_after_delta_commit`` leaves them): the next batch catches up over it by reading
-    the rows it deleted from its position deletes (format 2: a position-delete file; 3: DVs,
-    each merged with the file's older one, which the commit removed) and the batch's own data
-    file; no data file it deleted from is read again (with random keys, most of the table).
-    Past ``MAX_DELETED_ROWS`` deleted rows (``held`` False: a bound of 0), the data files they
-    are in are read again instead, with the same result."""
-    if not held:
-        monkeypatch.setattr(catch_up, "MAX_DELETED_ROWS", 0)
-    database = f"ki_positional_v{version}{'' if held else '_unheld'}"
+def a_commit_the_index_missed(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, database: str, version: int
+) -> tuple[Path, Any]:
+    """``replicated`` (turned to format ``version``) and churned, then a batch's row delta
+    committed with its index changes lost (as a kill at ``keyindex_after_delta_commit`` leaves
+    them): an update of row 100, deleted by position (format 2: a position-delete file; 3: a
+    DV, merged with its data file's older one, which the commit removed), which the source
+    then changes again. The next batch catches the index up over it. The config and the delta
+    staged."""
     table = f"{database}.t"
     config = replicated(tmp_path, source, spark, database)
     if version == 3:
@@ -404,13 +400,106 @@ def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_readin
     assert keyed.positions is not None
     keyed.positions.end(batch, None)
     keyed.positions.close()
-    asked = spy_on_key_reads(monkeypatch)
     run_sql(source, database, "UPDATE t SET v = 'source', n = 8 WHERE id = 100")
+    return config, staged
+
+
+@pytest.mark.parametrize(
+    ("version", "held", "older"),
+    [(2, True, "readable"), (3, True, "readable"), (2, False, "readable"), (3, True, "flipped")],
+)
+def test_a_catch_up_over_a_batchs_commit_removes_its_deleted_rows_without_reading_their_files(
+    tmp_path: Path,
+    source: MariaDBSandbox,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    version: int,
+    held: bool,
+    older: str,
+) -> None:
+    """A batch's row delta committed, its index changes lost (``a_commit_the_index_missed``):
+    the next batch catches up over it by reading the rows it deleted from its position deletes
+    and the batch's own data file; no data file it deleted from is read again (with random
+    keys, most of the table). Past ``MAX_DELETED_ROWS`` deleted rows (``held`` False: a bound
+    of 0), the data files they are in are read again instead, with the same result. The older
+    DV the commit merged and removed, damaged (``older`` "flipped": its CRC fails), cannot
+    tell which rows the new one deleted afresh: its data file is read again instead, and no
+    error stops the batch (the table no longer holds that DV)."""
+    if not held:
+        monkeypatch.setattr(catch_up, "MAX_DELETED_ROWS", 0)
+    database = f"ki_positional_v{version}{'' if held else '_unheld'}"
+    database += "" if older == "readable" else "_older_damaged"
+    table = f"{database}.t"
+    config, staged = a_commit_the_index_missed(tmp_path, source, spark, database, version)
+    again: set[str] = set()
+    if older != "readable":
+        (removed,) = staged.removed_deletes
+        damage_delete_file(removed, older)
+        again = {str(removed.referencedDataFile())}
+    asked = spy_on_key_reads(monkeypatch)
     churn(source, database, 2)
     run = replicate_in_process(config, spark)
     assert "key index" not in run.output, run.output
     own = {str(f.location()) for f in staged.data_files}
-    assert (asked[0] == own) if held else (asked[0] > own), asked
+    assert (asked[0] == own | again) if held else (asked[0] > own), asked
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
+
+
+@pytest.mark.parametrize("path", ["catch-up", "rebuild"])
+@pytest.mark.parametrize(
+    ("version", "how"),
+    [
+        (2, "missing"),
+        (2, "truncated"),
+        (2, "not parquet"),
+        (3, "missing"),
+        (3, "truncated"),
+        (3, "flipped"),
+    ],
+)
+def test_a_delete_file_the_key_index_cannot_read_stops_replicate_until_it_is_restored(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any, version: int, how: str, path: str
+) -> None:
+    """The delete file of a commit the index missed (``a_commit_the_index_missed``: format 2,
+    a Parquet position-delete file; 3, a DV) is missing, truncated, not Parquet, or its DV's
+    CRC fails: `binlake replicate`, which must read it to catch the index up (``path``
+    "catch-up") or, the index file removed too, to rebuild it from a Spark read of the whole
+    table ("rebuild"), exits 73 with a ``DeletionVectorError`` naming the file and the table
+    once each and its hint, no traceback; nothing is committed and the index stays at its
+    snapshot (the catch-up stopped, not a later step), or is not there (the rebuild left
+    nothing). The file restored, as the hint says, the next run catches up (no rebuild) or
+    rebuilds, and source = target."""
+    database = f"ki_unreadable_v{version}_{how.replace(' ', '_')}_{path.replace('-', '_')}"
+    table = f"{database}.t"
+    config, staged = a_commit_the_index_missed(tmp_path, source, spark, database, version)
+    (delete_file,) = staged.delete_files  # unpartitioned: one file (v2), one DV (v3)
+    held = damage_delete_file(delete_file, how)
+    churn(source, database, 2)
+    snapshot = current_snapshot(spark, config, table)
+    indexed, _ = index_entries(config, spark, table)
+    removed = index_path(config, spark, table)
+    if path == "rebuild":
+        removed.unlink()
+    run = run_replicate(config, "--until-caught-up")
+    assert run.returncode == DeletionVectorError.exit_code == 73, describe(run)
+    assert "Traceback" not in run.stderr, describe(run)
+    lines = run.stderr.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("error: "))
+    named = str(delete_file.location())
+    said = lines[error].removeprefix(f"error: {named}, table {table}: ")
+    assert said.startswith(("the delete file ", "the deletion vector ")), lines[error]
+    assert named not in said and table not in said, lines[error]
+    location = named.removeprefix("file:")
+    assert lines[error + 1] == f"hint: {DeletionVectorError.default_hint}", describe(run)
+    assert current_snapshot(spark, config, table) == snapshot
+    if path == "rebuild":
+        assert not removed.exists()
+    else:
+        assert index_entries(config, spark, table)[0] == indexed != snapshot
+    Path(location).write_bytes(held)
+    run = replicate_in_process(config, spark).output
+    assert ("key index" in run) == (path == "rebuild"), run
     assert_index_matches_the_table(spark, config, table)
     assert_verify_passes(config, spark)
 
@@ -514,6 +603,17 @@ def assert_one_vector_per_data_file(spark: Any, name: str) -> None:
     assert set(named) <= live
 
 
+def lost_to_another_writer(keyed: KeyedWriter, batch: Any, staged: Any, table: str) -> str:
+    """Commit ``staged`` (``staged_batch``), which must fail as a conflict, and roll the
+    batch's index changes back, as the applier does; the conflict's reason."""
+    with pytest.raises(CommitConflictError) as conflict:
+        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
+    assert keyed.positions is not None
+    keyed.positions.end(batch, None)
+    keyed.positions.close()
+    return conflict.value.reason or ""
+
+
 def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_loses_no_race(
     tmp_path: Path, source: MariaDBSandbox, spark: Any
 ) -> None:
@@ -541,12 +641,8 @@ def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_
     )
     assert staged.delete_files and not staged.removed_deletes
     spark.sql(f"DELETE FROM {name} WHERE id = 11")
-    with pytest.raises(CommitConflictError) as conflict:
-        keyed.deltas.commit(staged, {"binlake.position": "x:4"}, table)
-    assert keyed.positions is not None
-    keyed.positions.end(batch, None)
-    keyed.positions.close()
-    assert "Found concurrently added DV" in (conflict.value.reason or ""), conflict.value.reason
+    reason = lost_to_another_writer(keyed, batch, staged, table)
+    assert "Found concurrently added DV" in reason, reason
     run_sql(source, database, "DELETE FROM t WHERE id = 11")
     for step, merged in ((3, "removed-position-delete-files"), (4, "removed-dvs")):
         churn(source, database, step)
@@ -561,6 +657,39 @@ def test_a_table_turned_to_format_3_gets_dvs_merged_with_every_older_delete_and_
     assert_verify_passes(config, spark)
     assert_history_is_exactly_once(config, spark)
     assert_a_damaged_or_missing_dv_stops_the_batch(source, spark, config, database)
+
+
+def test_a_table_turned_to_format_3_under_a_staged_batch_is_a_conflict_and_never_turned_back(
+    tmp_path: Path, source: MariaDBSandbox, spark: Any
+) -> None:
+    """A batch stages a position-delete file of format v2, then another writer turns the table
+    to v3 before it commits: Iceberg refuses the file ("Must use DVs"), a conflict the
+    applier's retry plans again, nothing committed. Turning the table back to v2 is refused by
+    Iceberg itself (a format version only rises), so no batch meets a table turned back. The
+    next batch writes DVs, the index follows (never rebuilt), source = target."""
+    database = "ki_turned_meanwhile"
+    table = f"{database}.t"
+    config = replicated(tmp_path, source, spark, database)
+    keyed, _, batch, staged = staged_batch(
+        config, spark, table, lambda c: c.update((100, "a", 100), (100, "lake", 7))
+    )
+    assert staged.delete_files and not staged.removed_deletes
+    name = to_format_3(spark, config, table)
+    before = current_snapshot(spark, config, table)
+    reason = lost_to_another_writer(keyed, batch, staged, table)
+    assert "format version changed" in reason, reason
+    assert current_snapshot(spark, config, table) == before
+    with pytest.raises(Exception, match="downgrade"):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('format-version' = '2')")
+    assert table_metadata(spark, name)["format-version"] == 3
+    run_sql(source, database, "UPDATE t SET v = 'source', n = 8 WHERE id = 100")
+    churn(source, database, 1)
+    run = replicate_in_process(config, spark)
+    assert "key index" not in run.output, run.output
+    newest = current_lineage(spark, name)[0].summary
+    assert int(newest["added-dvs"]) > 0 and "added-position-delete-files" not in newest
+    assert_index_matches_the_table(spark, config, table)
+    assert_verify_passes(config, spark)
 
 
 def assert_a_damaged_or_missing_dv_stops_the_batch(

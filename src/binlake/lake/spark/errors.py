@@ -6,8 +6,11 @@ classes), ``DiskFullError`` (the Java cause chain says ENOSPC, EDQUOT or an HDFS
 ``CatalogError`` (the catalog's database is down, refuses the login, ...: see
 ``binlake.lake.catalog.failures``), a ``SparkMasterError`` (the cluster went away), or
 ``CommitConflictError`` when another writer committed to the table first (``commit_conflict``;
-the applier's retry, ``binlake.retry``, is for those and for a failing catalog), naming the
-statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
+the applier's retry, ``binlake.retry``, is for those and for a failing catalog), or a
+``DeletionVectorError`` when Iceberg's reader of a task's delete files failed (a DV or a
+position-delete file missing, truncated, not Parquet, a DV failing its CRC:
+``delete_file_failure``; ``delete_file_error`` shapes every such error the lake raises), naming
+the statement and the table. ``classify_spark_failure`` is the pure part, on the error's text.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from contextlib import contextmanager
 from binlake.errors import (
     BinlakeError,
     CommitConflictError,
+    DeletionVectorError,
     DiskFullError,
     SparkSetupError,
     SparkStatementError,
@@ -72,6 +76,19 @@ _UPGRADED = re.compile(r"IllegalArgumentException:\s*(Must use DVs for position 
 _EXPIRED_BASE = re.compile(
     r"java\.lang\.IllegalArgumentException:\s*(Snapshot -?\d+ is not an ancestor of -?\d+)"
 )
+
+#: Iceberg's loader of the delete files a scan task applies: a Spark failure whose Java stack
+#: passes through it happened while a delete file was read.
+DELETE_LOADER = "org.apache.iceberg.data.BaseDeleteLoader"
+#: The delete file a loader's failure names, when it names one: missing (Iceberg's
+#: ``NotFoundException`` from Hadoop's or another ``FileIO``), or not Parquet (Parquet's reader).
+#: A DV cut short or failing its CRC ("Invalid CRC") names none.
+_NAMED_FILE = re.compile(
+    r"(?P<missing>NotFoundException): (?:File does not exist|Failed to open input stream for "
+    r"file): (?P<path>\S+)|RuntimeException: (?P<parquet>\S+) is not a Parquet file"
+)
+#: A Java exception's line (``Caused by: `` aside): its class and its message.
+_JAVA_LINE = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)+(\w+(?:Exception|Error)): (.+)$", re.M)
 
 
 def missing_class_error(name: str, component: str) -> SparkSetupError:
@@ -153,7 +170,38 @@ def classify_spark_failure(
             statement=shown,
             reason=conflict,
         )
+    deletes = delete_file_failure(text, table)
+    if deletes is not None:
+        return deletes
     return SparkStatementError(first_line(text), table=table, statement=shown)
+
+
+def delete_file_failure(text: str, table: str | None) -> DeletionVectorError | None:
+    """The ``DeletionVectorError`` for the text of a Spark failure (its cause chain and the
+    failed task's stack included) that happened while Iceberg read a delete file: the file
+    named when the text names it (None: not such a failure)."""
+    if DELETE_LOADER not in text:
+        return None
+    causes = _JAVA_LINE.findall(text)
+    reason = ": ".join(causes[-1]) if causes else first_line(text)
+    named = _NAMED_FILE.search(text)
+    if named is not None and named.group("missing"):
+        return delete_file_error(named.group("path"), table, "missing", "is missing")
+    location = None if named is None else named.group("parquet")
+    if location is not None:  # the file once: in the error's line, not in its reason too
+        reason = reason.replace(f"{location} is ", "", 1)
+    return delete_file_error(location, table, reason, f"is damaged: {reason}")
+
+
+def delete_file_error(
+    location: str | None, table: str | None, check: str, what: str, data_file: str | None = None
+) -> DeletionVectorError:
+    """A delete file (``location``; None: not known) the lake must read is missing or damaged:
+    the error says each of file, table and data file once (the file and the table are its
+    fields, which the error's line shows first)."""
+    of = f" (deletes of {data_file})" if data_file else ""
+    subject = "the delete file" if location is not None else "a delete file of the table"
+    return DeletionVectorError(f"{subject}{of} {what}", table=table, file=location, check=check)
 
 
 def commit_conflict(text: str) -> str | None:

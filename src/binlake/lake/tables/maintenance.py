@@ -52,7 +52,7 @@ from pyspark.sql import SparkSession
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import load_table
-from binlake.lake.write.catch_up import named_data_files
+from binlake.lake.write.vector_files import named_data_files
 
 #: ``rewrite_data_files`` options: rewrite every data file a delete applies to, even alone.
 EVERY_DELETED_FILE = {
@@ -259,7 +259,7 @@ def _dangling(spark: SparkSession, name: str) -> list[tuple[str, int]]:
             live = f"SELECT file_path FROM {name}.files WHERE content = 0"
             data = {str(r[0]) for r in spark.sql(live).collect()}
             io_ = load_table(spark, name).io()
-            gone += [(p, 1) for p in unsure if not named_data_files(io_, p) & data]
+            gone += [(p, 1) for p in unsure if not named_data_files(io_, p, name) & data]
     return gone
 
 

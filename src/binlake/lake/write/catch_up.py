@@ -43,20 +43,17 @@ them is exact after them).
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from binlake.errors import DeletionVectorError
 from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import java_items
 from binlake.lake.write.row_delta import DeltaTable
-from binlake.lake.write.vector_files import delete_positions
+from binlake.lake.write.vector_files import delete_positions, named_data_files
 
 JavaObject = Any
 #: Snapshots a catch-up walks at most; a longer lineage is rebuilt (a read of the table).
@@ -168,7 +165,7 @@ class _Commits:
                 return None
         if single is not None or not self._readable(delete_file):
             return self._name_one(delete_file, single)
-        self.named |= named_data_files(self.io, str(delete_file.location()))
+        self.named |= named_data_files(self.io, str(delete_file.location()), self.table)
         return None
 
     def _name_one(self, delete_file: JavaObject, single: JavaObject) -> str | None:
@@ -241,17 +238,3 @@ def _lineage(java: JavaObject, since: int | None, base: int | None) -> list[Java
         parent = snapshot.parentId()
         at = None if parent is None else int(parent)
     return chain
-
-
-def named_data_files(io_: JavaObject, location: str) -> set[str]:
-    """The distinct ``file_path`` values of the Parquet position-delete file at ``location``,
-    read through the table's ``FileIO`` (``io_``), every page's CRC checked."""
-    stream = io_.newInputFile(location).newStream()
-    try:
-        data = bytes(stream.readAllBytes())
-    finally:
-        stream.close()
-    column = pq.read_table(
-        io.BytesIO(data), columns=["file_path"], page_checksum_verification=True
-    ).column(0)
-    return {str(p) for p in pc.unique(column).to_pylist()}

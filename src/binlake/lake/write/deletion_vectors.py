@@ -85,15 +85,19 @@ def encode_vector(positions: Positions) -> bytes:
     return struct.pack(">I", len(body)) + body + struct.pack(">I", crc32(body))
 
 
-def decode_vector(blob: bytes, location: str, data_file: str | None = None) -> Positions:
-    """The positions of a ``deletion-vector-v1`` blob read from ``location``, every part checked
-    (length, magic, buckets, CRC); a failure is a ``DeletionVectorError``."""
+def decode_vector(
+    blob: bytes, location: str, data_file: str | None = None, table: str | None = None
+) -> Positions:
+    """The positions of a ``deletion-vector-v1`` blob read from ``location`` (a DV of
+    ``table``), every part checked (length, magic, buckets, CRC); a failure is a
+    ``DeletionVectorError`` (its line names the file and the table, its message neither)."""
 
     def damaged(reason: str) -> DeletionVectorError:
-        of = f" (of data file {data_file})" if data_file else ""
+        of = f" (deletes of {data_file})" if data_file else ""
         return DeletionVectorError(
-            f"the deletion vector in {location}{of} is damaged: {reason}",
+            f"the deletion vector{of} is damaged: {reason}",
             file=location,
+            table=table,
             check=reason,
         )
 
@@ -222,7 +226,7 @@ def puffin_blobs(data: bytes, location: str) -> list[VectorBlob]:
 
     def damaged(reason: str) -> DeletionVectorError:
         return DeletionVectorError(
-            f"the Puffin file {location} is damaged: {reason}", file=location, check=reason
+            f"the Puffin file is damaged: {reason}", file=location, check=reason
         )
 
     tail = 4 + FOOTER_FLAGS + len(PUFFIN_MAGIC)

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from binlake.errors import KeyIndexUntrustedError
+from binlake.errors import BinlakeError, DeletionVectorError, KeyIndexUntrustedError
 from binlake.keyindex.encode import encode_keys
 from binlake.keyindex.store import IndexedFile
 from binlake.lake.schema.sql import quote
@@ -36,8 +36,13 @@ from binlake.lake.spark.errors import spark_errors
 from binlake.lake.spark.lookup import java_items
 from binlake.lake.write.delta_files import FIELD_ID
 from binlake.lake.write.row_delta import DeltaTable
+from binlake.lake.write.vector_files import delete_positions
 
 JavaObject = Any
+#: A data file of the index, the keys of its live rows and their positions.
+Entry = tuple[IndexedFile, list[bytes], list[int]]
+#: Data files to read (None: every one).
+Files = Collection[str] | None
 #: A rebuild reads a table no delete reaches on the driver, without a Spark job, up to this many
 #: bytes of data files (a small table's first batch after its copy: hundreds of tables in a
 #: wide database, each a Spark job otherwise).
@@ -62,10 +67,32 @@ def read_entries(
     files: Collection[str] | None,
     table: str,
     optional: Collection[str] = (),
-) -> Iterator[tuple[IndexedFile, list[bytes], list[int]]]:
+) -> Iterator[Entry]:
     """(data file, keys, positions) of the live rows at ``target``'s base snapshot: of the data
     files ``files`` (each must be live there, but those in ``optional``), or of the whole table
-    (``None``)."""
+    (``None``). A delete file Iceberg's read cannot read is a ``DeletionVectorError`` naming
+    it (``unreadable_delete``)."""
+    try:
+        yield from _live_entries(spark, target, files, table, optional)
+    except DeletionVectorError as error:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        util, io_ = jvm.org.apache.iceberg.util.ContentFileUtil, target.java.io()
+        try:
+            with spark_errors(f"check the delete files of {target.name}", table):
+                tasks = _tasks(jvm, target, files, table, optional)
+                found = unreadable_delete(util, io_, java_items(tasks), table)
+        except BinlakeError:  # the check itself failed: the read's own error stands
+            found = None
+        if found is None:
+            raise
+        raise found from error
+
+
+def _live_entries(
+    spark: SparkSession, target: DeltaTable, files: Files, table: str, optional: Collection[str]
+) -> Iterator[Entry]:
+    """``read_entries``, Iceberg's failures typed as any Spark failure is (``spark_errors``)."""
     base = target.base_snapshot
     if base is None or (files is not None and not files):
         return
@@ -104,6 +131,31 @@ def read_entries(
         finally:
             cache.remove(set_id)
             manager.removeTasks(target.java, set_id)
+
+
+def unreadable_delete(
+    util: JavaObject, io_: JavaObject, tasks: Iterable[JavaObject], table: str
+) -> DeletionVectorError | None:
+    """The error of the first delete file (a DV or a Parquet position-delete file) of the scan
+    ``tasks`` that binlake's own checks cannot read (missing, truncated, not Parquet, a DV
+    failing its CRC), or None. Iceberg's failure in a Spark task names no file for a damaged
+    DV: this names it, in the words the catch-up uses. Run only after a read failed.
+    ``util``: Iceberg's ``ContentFileUtil``; ``io_``: the table's ``FileIO``."""
+    seen: set[tuple[str, int | None]] = set()
+    for task in tasks:
+        for delete_file in java_items(task.deletes()):
+            offset = delete_file.contentOffset()
+            at = (str(delete_file.location()), None if offset is None else int(offset))
+            dv = bool(util.isDV(delete_file))
+            if at in seen or not (dv or str(delete_file.format()) == "PARQUET"):
+                continue
+            seen.add(at)
+            try:
+                for _ in delete_positions(util, io_, delete_file, None, table):
+                    pass
+            except DeletionVectorError as error:
+                return error
+    return None
 
 
 def file_partitions(

@@ -45,7 +45,7 @@ from py4j.protocol import Py4JJavaError
 
 import binlake
 from binlake.errors import DeletionVectorError
-from binlake.lake.spark.errors import spark_errors
+from binlake.lake.spark.errors import delete_file_error, spark_errors
 from binlake.lake.spark.lookup import java_items
 from binlake.lake.write.deletion_vectors import Positions, decode_vector, puffin_file
 from binlake.lake.write.delta_files import FILE_PATH_FIELD_ID, PositionDeletes
@@ -262,7 +262,7 @@ def _read_vector(io_: JavaObject, dv: JavaObject, data_file: str, table: str) ->
         stream.close()
     if len(blob) != length:
         raise _damaged(location, data_file, table, f"{len(blob)} of its {length} bytes")
-    positions = decode_vector(blob, location, data_file)
+    positions = decode_vector(blob, location, data_file, table)
     if len(positions) != int(dv.recordCount()):
         reason = f"it holds {len(positions)} positions, its manifest says {dv.recordCount()}"
         raise _damaged(location, data_file, table, reason)
@@ -274,6 +274,23 @@ def _read_v2(
 ) -> Iterator[tuple[str, Positions]]:
     """(data file, positions) of the rows of a Parquet position-delete file naming
     ``data_files`` (None: every row; every page's CRC checked)."""
+    rows = _position_rows(io_, location, ["file_path", "pos"], table)
+    if data_files is not None:
+        rows = rows.filter(pc.is_in(rows.column("file_path"), pa.array(list(data_files))))
+    yield from _by_file(rows).items()
+
+
+def named_data_files(io_: JavaObject, location: str, table: str) -> set[str]:
+    """The distinct ``file_path`` values of the Parquet position-delete file at ``location``,
+    read through the table's ``FileIO`` (``io_``), every page's CRC checked; missing or damaged:
+    a ``DeletionVectorError``."""
+    column = _position_rows(io_, location, ["file_path"], table).column(0)
+    return {str(p) for p in pc.unique(column).to_pylist()}
+
+
+def _position_rows(io_: JavaObject, location: str, columns: list[str], table: str) -> pa.Table:
+    """``columns`` of a Parquet position-delete file, read whole through the ``FileIO``, every
+    page's CRC checked; missing or damaged: a ``DeletionVectorError``."""
     try:
         stream = io_.newInputFile(location).newStream()
         try:
@@ -283,14 +300,9 @@ def _read_v2(
     except Py4JJavaError as error:
         raise _unreadable(location, None, table, error) from None
     try:
-        rows = pq.read_table(
-            io.BytesIO(data), columns=["file_path", "pos"], page_checksum_verification=True
-        )
+        return pq.read_table(io.BytesIO(data), columns=columns, page_checksum_verification=True)
     except (OSError, pa.ArrowException) as error:
         raise _damaged(location, None, table, str(error)) from None
-    if data_files is not None:
-        rows = rows.filter(pc.is_in(rows.column("file_path"), pa.array(list(data_files))))
-    yield from _by_file(rows).items()
 
 
 def _unreadable(
@@ -299,20 +311,8 @@ def _unreadable(
     text = str(error.java_exception.toString()) if error.java_exception is not None else ""
     missing = any(mark in text for mark in _NOT_FOUND)
     reason = "missing" if missing else f"unreadable: {text or error}"
-    return _error(location, data_file, table, reason, f"is {reason}")
+    return delete_file_error(location, table, reason, f"is {reason}", data_file)
 
 
 def _damaged(location: str, data_file: str | None, table: str, reason: str) -> DeletionVectorError:
-    return _error(location, data_file, table, reason, f"is damaged: {reason}")
-
-
-def _error(
-    location: str, data_file: str | None, table: str, check: str, what: str
-) -> DeletionVectorError:
-    of = f" (deletes of {data_file})" if data_file else ""
-    return DeletionVectorError(
-        f"table {table}: the delete file {location}{of} {what}",
-        table=table,
-        file=location,
-        check=check,
-    )
+    return delete_file_error(location, table, reason, f"is damaged: {reason}", data_file)
