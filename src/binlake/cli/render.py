@@ -223,8 +223,9 @@ def object_text(obj: dict[str, JsonValue]) -> str:
 
 class RowFormat:
     """How the rows of one table shape are written: the quoted keys (``"name": ``), made once,
-    and a column's date or time text, made once for a run of equal values (the rows of one
-    statement often share a NOW(), an update's two images an unchanged column)."""
+    and in ``python_text`` a column's date or time text, made once for a run of equal values
+    (the rows of one statement often share a NOW(), an update's two images an unchanged
+    column; the C renderer writes dates directly)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         keys = [f"{quote(name)}: " for name in names]
