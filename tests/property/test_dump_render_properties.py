@@ -1,6 +1,7 @@
 """`binlake binlog dump`'s fast rendering of rows writes what ``json.dumps`` writes of
 ``row_json``, the definition of a row's JSON (binlake.cli.render), for any values of any type a
-row can hold, ABSENT columns and columns without names included."""
+row can hold, ABSENT columns and columns without names included; and the C row renderer
+(``_rowtext.c``) writes what the Python one does, byte for byte."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ from hypothesis import strategies as st
 from binlake.binlog.rows import ABSENT
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import Geometry, ZeroDate
-from binlake.cli.render import ENCODER, JsonValue, RowFormats, object_text, row_json, value_text
+from binlake.cli.render import (
+    ENCODER,
+    NATIVE,
+    JsonValue,
+    RowFormat,
+    RowFormats,
+    object_text,
+    row_json,
+    value_text,
+)
 from binlog_fixtures import table_map
 
 pytestmark = pytest.mark.property
@@ -140,3 +150,54 @@ def test_decimal_and_text_edge_values_render_exactly() -> None:
     ]
     for value, text in cases:
         assert value_text(value) == text
+
+
+# ---- the C row renderer against the Python one ---------------------------------------------
+
+needs_native = pytest.mark.skipif(
+    NATIVE is None,
+    reason="the C row renderer is not loaded (pure Python: BINLAKE_PURE_PYTHON=1 or no current "
+    "build); this run tests the Python renderer it falls back to",
+)
+narrow_text = st.text(st.characters(max_codepoint=0xFF))
+ascii_text = st.text(st.characters(max_codepoint=0x7F))
+native_values = values | narrow_text | ascii_text | st.integers(-(2**63) - 1, 2**63) | temporal
+
+
+def native_text(form: RowFormat, row: tuple[object, ...]) -> str:
+    assert NATIVE is not None
+    text: str = NATIVE.row_text(row, form.firsts, form.others, ABSENT, value_text)
+    return text
+
+
+@needs_native
+@given(st.lists(native_values, max_size=40), st.sampled_from(["plain", "unicode", "none"]))
+def test_the_c_renderer_writes_the_python_renderers_text(row: list[object], names: str) -> None:
+    keys = {"plain": "c{}", "unicode": 'ключ\u2028"{}\U0001f600', "none": "@{}"}[names]
+    form = RowFormat(tuple(keys.format(i) for i in range(len(row))))
+    text = native_text(form, tuple(row))
+    assert text == form.python_text(tuple(row))
+    assert text.isascii() == text.encode("utf-8").isascii()  # a canonical str: equal and same kind
+
+
+@needs_native
+def test_the_c_renderer_refuses_a_row_of_another_width_as_the_python_one_does() -> None:
+    form = RowFormat(("a", "b"))
+    with pytest.raises(ValueError, match="a row of 1 values for 2 columns"):
+        native_text(form, (1,))
+    with pytest.raises(ValueError, match="a row of 1 values for 2 columns"):
+        form.python_text((1,))
+
+
+@needs_native
+def test_the_c_renderer_passes_the_fallbacks_failure_on_and_refuses_a_non_str() -> None:
+    form = RowFormat(("a",))
+
+    def failing(value: object) -> str:
+        raise KeyError(value)
+
+    assert NATIVE is not None
+    with pytest.raises(KeyError):
+        NATIVE.row_text((object(),), form.firsts, form.others, ABSENT, failing)
+    with pytest.raises(TypeError, match="not str"):
+        NATIVE.row_text((object(),), form.firsts, form.others, ABSENT, lambda value: 1)

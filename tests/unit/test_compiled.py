@@ -83,44 +83,54 @@ def test_a_source_edited_after_the_build_makes_every_compiled_module_load_from_s
     assert files == [str(source_path(m, fake_build)) for m in COMPILED_MODULES]
 
 
-NATIVE_LOADED = "from binlake.binlog import rowplan; print(rowplan.NATIVE is not None)"
+NATIVE_LOADED = (
+    "from binlake.binlog import rowplan; from binlake.cli import render; "
+    "print(rowplan.NATIVE is not None, render.NATIVE is not None)"
+)
+NATIVE_SOURCES = [
+    (module, part)
+    for module in NATIVE_MODULES
+    for part in range(len(source_paths(module, PACKAGE)))
+]
 
 
 def test_the_record_names_every_native_modules_c_source_and_its_headers(fake_build: Path) -> None:
     recorded = (fake_build / BUILD_RECORD).read_text().splitlines()
     for module in NATIVE_MODULES:
         sources = source_paths(module, fake_build)
-        assert [path.suffix for path in sources] == [".c", ".h"]
+        assert [path.suffix for path in sources] == [".c"] + [".h"] * (len(sources) - 1)
         for source in sources:
             assert any(line.endswith(f"  {source.relative_to(fake_build)}") for line in recorded)
+    assert len(source_paths("binlake.binlog._rowimage", fake_build)) == 2  # its values header
 
 
-@pytest.mark.parametrize("part", [0, 1], ids=["c-source", "header"])
+@pytest.mark.parametrize(("module", "part"), NATIVE_SOURCES)
 def test_a_c_source_or_header_edited_after_the_build_loads_no_extension(
-    fake_build: Path, part: int
+    fake_build: Path, module: str, part: int
 ) -> None:
-    source = source_paths(NATIVE_MODULES[0], fake_build)[part]
+    source = source_paths(module, fake_build)[part]
     source.write_text(source.read_text() + "\n/* edited */\n")
     assert pure_reason(fake_build) == STALE
     run = run_python(NATIVE_LOADED, fake_build.parent)
-    assert run.returncode == 0, run.stderr  # the garbage extension was not imported
-    assert run.stdout.split() == ["False"]
+    assert run.returncode == 0, run.stderr  # no garbage extension was imported
+    assert run.stdout.split() == ["False", "False"]
 
 
-def test_a_build_missing_its_native_extension_is_refused(fake_build: Path) -> None:
-    stem = source_path(NATIVE_MODULES[0], fake_build).with_suffix("")
+@pytest.mark.parametrize("module", NATIVE_MODULES)
+def test_a_build_missing_a_native_extension_is_refused(fake_build: Path, module: str) -> None:
+    stem = source_path(module, fake_build).with_suffix("")
     for extension in stem.parent.glob(f"{stem.name}.*.so"):
         extension.unlink()
     assert pure_reason(fake_build) == "incomplete build: `pip install -e .`"
     run = run_python(NATIVE_LOADED, fake_build.parent)
-    assert run.returncode == 0 and run.stdout.split() == ["False"], run.stderr
+    assert run.returncode == 0 and run.stdout.split() == ["False", "False"], run.stderr
 
 
 def test_pure_python_on_demand_loads_no_native_extension() -> None:
     forced = run_python(NATIVE_LOADED, PACKAGE.parent, **{PURE_ENV: "1"})
-    assert forced.stdout.split() == ["False"], forced.stderr
+    assert forced.stdout.split() == ["False", "False"], forced.stderr
     default = run_python(NATIVE_LOADED, PACKAGE.parent)
-    assert default.stdout.split() == [str(pure_reason() is None)], default.stderr
+    assert default.stdout.split() == [str(pure_reason() is None)] * 2, default.stderr
 
 
 def test_a_build_without_its_record_is_refused(fake_build: Path) -> None:

@@ -8,7 +8,9 @@ same text without building a dict a row or an encoder a line: a table's keys are
 (``RowFormat``), the common value types (int, str, float, Decimal, bytes, date and time) and
 an event's fields (``object_text``) are turned into text directly, any other value through
 ``json_value`` and the encoder (tests/unit/test_dump_output.py pins the bytes,
-tests/property/test_dump_render_properties.py holds the two ways to each other).
+tests/property/test_dump_render_properties.py holds the two ways to each other). When this
+process runs the compiled modules, a row's text is written in C (``_rowtext.c``, ``NATIVE``),
+byte for byte what ``RowFormat.python_text``, the reference, writes.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import importlib
 import json
 import math
 from json.encoder import encode_basestring as quote
-from typing import Any
+from types import ModuleType
+from typing import Any, Final
 
+from binlake.binlog import rowplan
 from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.constants import ChecksumAlg
 from binlake.binlog.events import (
@@ -50,6 +55,19 @@ MAX_TEXT = 200
 #: ``json.dumps(obj, ensure_ascii=False)``'s encoder, made once rather than once a call.
 ENCODER = json.JSONEncoder(ensure_ascii=False)
 SIDE_INDENT = " " * 12
+
+
+def load_native() -> ModuleType | None:
+    """The C row renderer (``_rowtext.c``) when this process runs the compiled modules, else
+    None: read off the C row decoder, which ``rowplan`` loads on that condition alone (the build
+    record names ``_rowtext.c`` too, so a current build has both and a stale one neither)."""
+    if rowplan.NATIVE is None:
+        return None
+    return importlib.import_module("binlake.cli._rowtext")
+
+
+#: The C row renderer, or None: pure Python (``BINLAKE_PURE_PYTHON=1``, no build, a stale build).
+NATIVE: Final = load_native()
 
 
 def iso_duration(value: dt.timedelta) -> str:
@@ -205,8 +223,9 @@ def object_text(obj: dict[str, JsonValue]) -> str:
 
 class RowFormat:
     """How the rows of one table shape are written: the quoted keys (``"name": ``), made once,
-    and a column's date or time text, made once for a run of equal values (the rows of one
-    statement often share a NOW(), an update's two images an unchanged column)."""
+    and in ``python_text`` a column's date or time text, made once for a run of equal values
+    (the rows of one statement often share a NOW(), an update's two images an unchanged
+    column; the C renderer writes dates directly)."""
 
     def __init__(self, names: tuple[str, ...]) -> None:
         keys = [f"{quote(name)}: " for name in names]
@@ -216,6 +235,13 @@ class RowFormat:
         self.last_text = [""] * len(names)
 
     def text(self, row: Row) -> str:
+        """``ENCODER.encode(row_json(row, table))``: in C when loaded, else ``python_text``."""
+        if NATIVE is None:
+            return self.python_text(row)
+        text: str = NATIVE.row_text(row, self.firsts, self.others, ABSENT, value_text)
+        return text
+
+    def python_text(self, row: Row) -> str:
         """``ENCODER.encode(row_json(row, table))``: pieces joined once, none concatenated."""
         if len(row) != len(self.firsts):
             raise ValueError(f"a row of {len(row)} values for {len(self.firsts)} columns")
