@@ -126,6 +126,18 @@ def test_a_plan_with_an_unknown_op_or_column_is_refused() -> None:
 
 
 @needs_native
+def test_a_layout_the_c_decoder_refuses_is_left_to_the_generated_decoder() -> None:
+    """A damaged table map can give sizes the C reads are not written for (a BLOB of no length
+    prefix): the extension refuses the plan, and the layout is decoded, or refused with its
+    typed error, by the generated decoder, as in a pure run."""
+    assert NATIVE is not None
+    columns = layout(spec(T.BLOB, 0, 0))
+    with pytest.raises(ValueError, match="sizes"):
+        NATIVE.RowsDecoder(rowplan.image_plan(columns), (), "write", 1, ABSENT)
+    assert native_rows_decoder("write", columns, columns, 1) is None
+
+
+@needs_native
 def test_a_value_cut_short_by_the_rows_data_is_a_decode_failure() -> None:
     columns = layout(spec(T.LONG), spec(T.VARCHAR, 80, 80, codec="utf-8"))
     decoder = native_rows_decoder("write", columns, columns, 2)

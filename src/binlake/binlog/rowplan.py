@@ -51,6 +51,8 @@ def load_native() -> ModuleType | None:
 NATIVE: Final = load_native()
 
 Op = tuple[int, int, int, int, object]
+#: What ``RowsDecoder`` raises for a plan it was not written for (``sizes_fit`` and the like).
+PLAN_REFUSALS: Final = (ValueError, TypeError, OverflowError)
 RowsDecoder = Callable[[bytes, int, list[Any]], int]
 
 _WIDTH: Final[dict[int, int]] = {T.TINY: 1, T.SHORT: 2, T.INT24: 3, T.LONG: 4, T.LONGLONG: 8}
@@ -115,10 +117,15 @@ def native_rows_decoder(
     column_count: int,
 ) -> RowsDecoder | None:
     """The C ``(buf, end, out) -> end`` of one rows layout (as ``rowcodec.rows_decoder``'s),
-    or None when the extension is not loaded."""
+    or None when the extension is not loaded, or refuses the plan: sizes its reads are not
+    written for (a damaged table map's, say a string column of no length), which the generated
+    decoder, the reference, then decodes or refuses with its own typed error."""
     if NATIVE is None:
         return None
-    decoder: RowsDecoder = NATIVE.RowsDecoder(
-        image_plan(before), image_plan(after), kind, column_count, ABSENT
-    )
+    try:
+        decoder: RowsDecoder = NATIVE.RowsDecoder(
+            image_plan(before), image_plan(after), kind, column_count, ABSENT
+        )
+    except PLAN_REFUSALS:
+        return None
     return decoder
