@@ -86,7 +86,7 @@ _TRIP = {
 
 
 #: The steps a crash point follows that other steps call for: ``prune`` runs after a
-#: compaction; ``protect`` (the cut tags) starts every expiry; a purge follows a compaction
+#: compaction; ``protect`` (the cut tags) starts every expiry; a purge replaces a compaction
 #: whose mostly deleted files hold more live rows than a round's bound.
 _RUN_BY = {"prune": "compact", "protect": "expire", "purge": "compact"}
 #: What a step needs besides its trigger: every file large and mostly deleted once one of its
@@ -97,7 +97,8 @@ _ALSO = {"purge": "small_file_bytes = 1\ndelete_ratio = 0.001\ncompaction_max_ro
 def maintaining_only(step: str) -> str:
     """A ``[maintenance]`` section under which ``step`` is the only one to run before orphan
     removal (which always runs); ``prune`` follows a compaction (both run), and so does a
-    purge (the three run), ``protect`` is the expiry's first part."""
+    purge (with no small file, no fold of them before it), ``protect`` is the expiry's first
+    part."""
     tripped = _RUN_BY.get(step, step)
     body = "".join(_TRIP[s] if s == tripped else text for s, text in _NEVER.items())
     body += _ALSO.get(step, "")

@@ -62,6 +62,7 @@ def test_manifests_and_old_snapshots_beyond_the_kept_ones_trip_their_steps() -> 
     assert steps(young) == [Step.ORPHANS], "none older than an hour"
     every = health(
         delete_files=20,
+        small_files=2,
         manifests=40,
         snapshots=200,
         oldest_snapshot=old,
@@ -74,6 +75,7 @@ def test_orphans_not_due_are_left_out_of_the_plan_and_nothing_else_is() -> None:
     assert steps(health(), orphans=False) == []
     every = health(
         delete_files=20,
+        small_files=2,
         manifests=40,
         snapshots=200,
         oldest_snapshot=NOW - timedelta(2),
@@ -182,8 +184,17 @@ def test_mostly_deleted_files_over_compaction_max_rows_are_purged_as_many_as_fit
     assert purge == FoldPolicy(0, 0.3, max_files=1)
     assert purge is not None and purge.options()["max-files-to-rewrite"] == "1"
     assert "max-files-to-rewrite" not in FoldPolicy(4 << 20, 0.3).options()
-    rest = planned(health(delete_files=6, mostly_deleted_rows=rows[1:]), compaction_max_rows=10**6)
+    rest = planned(
+        health(small_files=3, delete_files=6, mostly_deleted_rows=rows[1:]),
+        compaction_max_rows=10**6,
+    )
     assert [(p.step, p.files) for p in rest][:2] == [(Step.COMPACT, None), (Step.PURGE, 2)]
+
+
+def test_a_round_over_the_bound_with_no_small_file_purges_without_an_empty_fold() -> None:
+    rows = (1_400_000, 300_000)
+    over = planned(health(delete_files=6, mostly_deleted_rows=rows), compaction_max_rows=10**6)
+    assert [(p.step, p.files) for p in over] == [(Step.PURGE, 1), (Step.PRUNE, None)]
 
 
 @pytest.mark.parametrize(

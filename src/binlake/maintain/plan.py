@@ -104,9 +104,9 @@ def bound_compaction(
     compaction: Planned | None, health: TableHealth, config: MaintenanceConfig
 ) -> list[Planned]:
     """``compaction`` as it is, or, when the mostly deleted files' live rows exceed
-    ``compaction_max_rows``, a fold of the small files only and a purge of as many mostly
-    deleted files as the bound allows. A whole compaction (equality deletes) is not bounded:
-    it is the only way to rid the table of them."""
+    ``compaction_max_rows``, a fold of the small files only (none when there are none) and a
+    purge of as many mostly deleted files as the bound allows. A whole compaction (equality
+    deletes) is not bounded: it is the only way to rid the table of them."""
     if compaction is None or compaction.whole:
         return [] if compaction is None else [compaction]
     rows, bound = health.mostly_deleted_rows, config.compaction_max_rows
@@ -117,9 +117,11 @@ def bound_compaction(
         f"{len(rows)} files with {config.delete_ratio:g} of their rows deleted hold "
         f"{sum(rows):,} live rows (bound {bound:,} a round): {files} of them rewritten"
     )
+    purge = Planned(Step.PURGE, reason, files=files)
+    if not health.small_files:  # a fold of the small files only would fold nothing
+        return [purge]
     folding = f"{compaction.reason}; the small files only, the mostly deleted ones purged next"
-    small_only = replace(compaction, reason=folding, small_only=True)
-    return [small_only, Planned(Step.PURGE, reason, files=files)]
+    return [replace(compaction, reason=folding, small_only=True), purge]
 
 
 def plan_pruning(health: TableHealth, compacting: bool) -> Planned | None:
