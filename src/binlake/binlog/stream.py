@@ -64,9 +64,28 @@ def load_native() -> ModuleType | None:
 NATIVE = load_native()
 
 
+#: The framers of each format context met, C and Python (made once: about 14 us, more than a
+#: short stream's events take; a context's TABLE_MAPs are kept across streams); at most
+#: ``_FRAMERS_KEPT`` contexts are kept.
+_FRAMERS: dict[tuple[FormatContext, bool], tuple[Any, EventFramer]] = {}
+_FRAMERS_KEPT = 16
+
+
+def native_framers(ctx: FormatContext, expect_magic: bool) -> tuple[Any, EventFramer]:
+    """The C framer of events in ``ctx`` (``expect_magic``: the FORMAT_DESCRIPTION must be at
+    offset 4) and the Python framer it hands checked events to; the C one is None without the
+    extension."""
+    key = (ctx, expect_magic)
+    framers = _FRAMERS.get(key)
+    if framers is None:
+        if len(_FRAMERS) >= _FRAMERS_KEPT:
+            _FRAMERS.clear()
+        framers = _FRAMERS[key] = (native_framer(ctx, expect_magic), EventFramer(ctx))
+    return framers
+
+
 def native_framer(ctx: FormatContext, expect_magic: bool) -> Any:
-    """A C framer of events in ``ctx`` (``expect_magic``: the FORMAT_DESCRIPTION must be at
-    offset 4), or None without the extension."""
+    """A new C framer of events in ``ctx``, or None without the extension."""
     if NATIVE is None:
         return None
     rows_types = {}
@@ -152,8 +171,7 @@ class EventStream:
     def _next_event(self, pos: int) -> BinlogEvent:
         if self._native:
             if self._framer_ctx is not self.ctx:
-                self._framer = native_framer(self.ctx, self.expect_magic)
-                self._control = EventFramer(self.ctx)
+                self._framer, self._control = native_framers(self.ctx, self.expect_magic)
                 self._framer_ctx = self.ctx
             framed = self._framer.frame(self.buf, pos)
             if type(framed) is BinlogEvent:
