@@ -21,9 +21,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from binlake.binlog.codec import BinlogEvent
-from binlake.binlog.constants import ChecksumAlg, ColumnType
-from binlake.binlog.events import MariaGtidEvent, XidEvent
-from binlake.binlog.header import event_crc
+from binlake.binlog.constants import ChecksumAlg, ColumnType, EventType
+from binlake.binlog.events import (
+    FL_DDL,
+    FL_GROUP_COMMIT_ID,
+    FL_STANDALONE,
+    FL_TRANSACTIONAL,
+    AnnotateRowsEvent,
+    MariaGtidEvent,
+    XidEvent,
+)
+from binlake.binlog.header import event_crc, with_crc
 from binlake.binlog.rows import Kind, make_rows_event
 from binlake.binlog.stream import NATIVE, EventStream
 from binlog_builder import MARIADB_CTX, LogBuilder
@@ -35,6 +43,7 @@ pytestmark = pytest.mark.skipif(
     "build); this run reads every event with the Python step alone",
 )
 
+XID, ANNOTATE_ROWS, MARIADB_GTID = EventType.XID, EventType.ANNOTATE_ROWS, EventType.MARIADB_GTID
 KINDS: tuple[Kind, ...] = ("write", "update", "delete")
 NO_CHECKSUM_CTX = dataclasses.replace(MARIADB_CTX, checksum_alg=ChecksumAlg.OFF)
 TABLE = dataclasses.replace(
@@ -76,12 +85,26 @@ def assert_same(buf: bytes, **options: Any) -> None:
 
 
 @st.composite
+def gtids(draw: st.DrawFn, seq_no: int) -> MariaGtidEvent:
+    """A MariaDB GTID: the usual shape (flags, padding), or one with a commit id or extra."""
+    flags2 = draw(st.sampled_from([0, FL_STANDALONE, FL_TRANSACTIONAL, FL_DDL | FL_STANDALONE]))
+    if draw(st.booleans()):
+        return MariaGtidEvent(seq_no, draw(st.integers(0, 2**32 - 1)), flags2, None, None, b"")
+    if draw(st.booleans()):
+        return MariaGtidEvent(seq_no, 0, flags2 | FL_GROUP_COMMIT_ID, seq_no, None, b"")
+    return MariaGtidEvent(seq_no, 0, flags2, None, None, draw(st.binary(min_size=1, max_size=8)))
+
+
+@st.composite
 def logs(draw: st.DrawFn) -> LogBuilder:
-    """A log of transactions: GTID, TABLE_MAP and rows events of any kind and version, XID."""
+    """A log of transactions: GTID, ANNOTATE_ROWS, TABLE_MAP, rows events of any kind and
+    version, XID."""
     ctx = draw(st.sampled_from([MARIADB_CTX, NO_CHECKSUM_CTX]))
     log = LogBuilder(ctx=ctx).header()
     for seq_no in range(draw(st.integers(1, 3))):
-        log.add(MariaGtidEvent(seq_no + 1, 0, 0, None, None, b""))
+        log.add(draw(gtids(seq_no + 1)))
+        if draw(st.booleans()):
+            log.add(AnnotateRowsEvent(draw(st.binary(max_size=40))))
         log.add(TABLE)
         for _ in range(draw(st.integers(1, 3))):
             kind = draw(st.sampled_from(KINDS))
@@ -168,6 +191,27 @@ def test_a_rows_post_header_that_does_not_frame_is_the_python_steps_error() -> N
                 buf[at] = value
                 reseal(buf, log.offsets, at)
                 assert_same(bytes(buf))
+
+
+def sealed(code: int, body: bytes, offset: int) -> bytes:
+    """A whole event of type ``code`` holding ``body``, its CRC32 right."""
+    size = 19 + len(body) + 4
+    return with_crc(struct.pack("<IBIIIH", 1_700_000_000, code, 1, size, offset + size, 0) + body)
+
+
+def test_a_transactions_control_events_of_any_shape_are_the_python_steps() -> None:
+    """The GTID (every flags2 value over the usual body, with its padding's bytes set or not),
+    the XID (bodies of 0 to 12 bytes) and the ANNOTATE_ROWS (empty or not) that the C framer
+    decodes in place, or hands back: the Python step's events."""
+    head = LogBuilder().header().bytes()
+    bodies = [(XID, bytes(range(n))) for n in range(13)]
+    bodies += [(ANNOTATE_ROWS, b""), (ANNOTATE_ROWS, b"INSERT INTO t VALUES (1)\0")]
+    for flags2 in range(256):
+        for padding in (b"\0" * 6, b"\0" * 5 + b"\x01", b"\x02" + b"\0" * 5):
+            bodies.append((MARIADB_GTID, struct.pack("<QIB", 9, 3, flags2) + padding))
+        bodies.append((MARIADB_GTID, struct.pack("<QIB", 9, 3, flags2) + b"\0" * 14))
+    for code, body in bodies:
+        assert_same(head + sealed(code, body, len(head)))
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,6 +10,9 @@
  * - for a rows event whose post-header the context describes (the rows_types given) and whose
  *   body frames (table id, flags, v2 extra data, column count, bitmaps within the body): the
  *   whole BinlogEvent, with its RowsEvent payload, what decode_event gives for it;
+ * - the same for a transaction's XID, ANNOTATE_ROWS and MariaDB GTID (with no commit id and no
+ *   XA) in their usual shapes, as codec.EventFramer decodes them in place (when their types
+ *   are given);
  * - for any other event: its EventHeader, CRC32 checked; the caller decodes the payload;
  * - None for anything else, where the caller runs the reference step, which raises the
  *   precise typed error (or decodes what only it decodes).
@@ -26,12 +29,32 @@
 #define MAX_EVENT_SIZE (1u << 30)
 #define FORMAT_DESCRIPTION 15
 #define CRC_PIECE 4096
-#define ROWS_FIELDS 10
+#define XID 16
+#define ANNOTATE_ROWS 160
+#define MARIADB_GTID 162
+#define MARIA_GTID_BODY 19 /* seq_no, domain_id, flags2 and the padding, no more fields */
 
-static const char *const rows_field_names[ROWS_FIELDS] = {
-    "type_code", "kind", "version", "table_id", "flags", "extra_data", "column_count",
-    "columns_present", "columns_present_after", "rows",
+/* The fields of the payloads made here (the names of their dataclasses' attributes). */
+enum {
+    F_TYPE_CODE, F_KIND, F_VERSION, F_TABLE_ID, F_FLAGS, F_EXTRA_DATA, F_COLUMN_COUNT,
+    F_PRESENT, F_PRESENT_AFTER, F_ROWS, F_XID, F_QUERY, F_SEQ_NO, F_DOMAIN_ID, F_FLAGS2,
+    F_COMMIT_ID, F_XA_XID, F_EXTRA, FIELDS
 };
+static const char *const field_names[FIELDS] = {
+    "type_code", "kind", "version", "table_id", "flags", "extra_data", "column_count",
+    "columns_present", "columns_present_after", "rows", "xid", "query", "seq_no", "domain_id",
+    "flags2", "commit_id", "xa_xid", "extra",
+};
+static const int rows_fields[] = {
+    F_TYPE_CODE, F_KIND, F_VERSION, F_TABLE_ID, F_FLAGS, F_EXTRA_DATA, F_COLUMN_COUNT,
+    F_PRESENT, F_PRESENT_AFTER, F_ROWS,
+};
+static const int xid_fields[] = {F_XID, F_TYPE_CODE};
+static const int annotate_fields[] = {F_QUERY, F_TYPE_CODE};
+static const int gtid_fields[] = {
+    F_SEQ_NO, F_DOMAIN_ID, F_FLAGS2, F_COMMIT_ID, F_XA_XID, F_EXTRA, F_TYPE_CODE,
+};
+#define COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
 typedef struct {
     PyObject_HEAD
@@ -39,7 +62,9 @@ typedef struct {
     PyTypeObject *header_type; /* EventHeader (a named tuple of 6) */
     PyTypeObject *event_type;  /* BinlogEvent (a named tuple of 4) */
     PyTypeObject *rows_type;   /* RowsEvent */
-    PyObject *names[ROWS_FIELDS];
+    PyTypeObject *xid_type, *annotate_type, *gtid_type; /* XidEvent, AnnotateRowsEvent, ... */
+    long gtid_more;            /* GTID flags after which more fields follow: not framed here */
+    PyObject *names[FIELDS];
     PyObject *kinds;           /* keeps the kind strings that kind[] borrows */
     PyObject *empty;           /* () : tp_new's arguments */
     Py_ssize_t trailer;        /* 4 with CRC32, else 0 */
@@ -121,6 +146,26 @@ crc_matches(Framer *f, const unsigned char *event, Py_ssize_t size)
     return computed == le32(event + end);
 }
 
+/* A payload of type made as its dataclass's __init__ makes it (its type's tp_new, then each
+ * field set as object.__setattr__ sets it), from n values (stolen; NULL: an error before). */
+static PyObject *
+make(Framer *f, PyTypeObject *type, const int *fields, PyObject **values, int n)
+{
+    PyObject *made = NULL;
+    int ok = 1;
+    for (int i = 0; i < n; i++)
+        ok = ok && values[i] != NULL;
+    if (ok)
+        made = type->tp_new(type, f->empty, NULL);
+    for (int i = 0; made != NULL && i < n; i++) {
+        if (PyObject_GenericSetAttr(made, f->names[fields[i]], values[i]) < 0)
+            Py_CLEAR(made);
+    }
+    for (int i = 0; i < n; i++)
+        Py_XDECREF(values[i]);
+    return made;
+}
+
 /* The RowsEvent of a rows body, or Py_None (borrowed) when it does not frame; NULL: an error. */
 static PyObject *
 rows_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
@@ -156,12 +201,12 @@ rows_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
     Py_ssize_t width = (Py_ssize_t)((count + 7) / 8), images = f->images[code];
     if (p + images * width > len)
         return Py_None;
-    PyObject *values[ROWS_FIELDS] = {
+    PyObject *values[] = {
         PyLong_FromLong(code),
         Py_NewRef(f->kind[code]),
         PyLong_FromLong(f->version[code]),
         PyLong_FromUnsignedLongLong(le_n(body, (int)id_len)),
-        PyLong_FromLong((long)le16(body + id_len + 0)),
+        PyLong_FromLong((long)le16(body + id_len)),
         PyBytes_FromStringAndSize((const char *)body + extra_at, extra_len),
         PyLong_FromUnsignedLongLong(count),
         _PyLong_FromByteArray(body + p, (size_t)width, 1, 0),
@@ -170,31 +215,95 @@ rows_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
         PyBytes_FromStringAndSize((const char *)body + p + images * width,
                                   len - p - images * width),
     };
-    PyObject *rows = NULL;
-    int ok = 1;
-    for (int i = 0; i < ROWS_FIELDS; i++)
-        ok = ok && values[i] != NULL;
-    if (ok)
-        rows = f->rows_type->tp_new(f->rows_type, f->empty, NULL);
-    for (int i = 0; rows != NULL && i < ROWS_FIELDS; i++) {
-        if (PyObject_GenericSetAttr(rows, f->names[i], values[i]) < 0)
-            Py_CLEAR(rows);
-    }
-    for (int i = 0; i < ROWS_FIELDS; i++)
-        Py_XDECREF(values[i]);
-    return rows;
+    return make(f, f->rows_type, rows_fields, values, COUNT(rows_fields));
 }
 
-/* frame(buf, pos): the BinlogEvent of a rows event, the EventHeader of another event, or None. */
+/* The payload of a transaction's XID, ANNOTATE_ROWS or MariaDB GTID (with no commit id and no
+ * XA), as EventFramer._frame_control decodes them; Py_None (borrowed) for another event. */
+static PyObject *
+control_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
+{
+    if (code == XID && len == 8 && f->xid_type != NULL) {
+        PyObject *values[] = {PyLong_FromUnsignedLongLong(le_n(body, 8)), PyLong_FromLong(code)};
+        return make(f, f->xid_type, xid_fields, values, COUNT(xid_fields));
+    }
+    if (code == ANNOTATE_ROWS && f->annotate_type != NULL) {
+        PyObject *values[] = {
+            PyBytes_FromStringAndSize((const char *)body, len), PyLong_FromLong(code),
+        };
+        return make(f, f->annotate_type, annotate_fields, values, COUNT(annotate_fields));
+    }
+    if (code != MARIADB_GTID || len != MARIA_GTID_BODY || f->gtid_type == NULL
+        || (body[12] & f->gtid_more))
+        return Py_None;
+    Py_ssize_t extra = len - 13;
+    while (extra > 0 && body[13 + extra - 1] == 0)
+        extra--; /* the padding's zeros */
+    PyObject *values[] = {
+        PyLong_FromUnsignedLongLong(le_n(body, 8)),
+        PyLong_FromUnsignedLong(le32(body + 8)),
+        PyLong_FromLong(body[12]),
+        Py_NewRef(Py_None),
+        Py_NewRef(Py_None),
+        PyBytes_FromStringAndSize((const char *)body + 13, extra),
+        PyLong_FromLong(code),
+    };
+    return make(f, f->gtid_type, gtid_fields, values, COUNT(gtid_fields));
+}
+
+/* The size of the event at pos when its header, size and CRC32 are as they should be (code
+ * set to its type), 0 when the reference step must read it, -1 on an error. */
+static Py_ssize_t
+checked_size(Framer *f, const Py_buffer *view, Py_ssize_t pos, int *code)
+{
+    const unsigned char *event = (const unsigned char *)view->buf + pos;
+    Py_ssize_t remain = view->len - pos;
+    if (pos < 0 || remain < HEADER_LEN || pos == f->first)
+        return 0;
+    Py_ssize_t size = (Py_ssize_t)le32(event + 9);
+    *code = event[4];
+    if (size < HEADER_LEN || size > (Py_ssize_t)MAX_EVENT_SIZE || size > remain
+        || *code == FORMAT_DESCRIPTION || (f->trailer && size < HEADER_LEN + CHECKSUM_LEN))
+        return 0;
+    if (!f->trailer)
+        return size;
+    int matches = crc_matches(f, event, size);
+    return matches < 0 ? -1 : matches ? size : 0;
+}
+
+/* The BinlogEvent of a checked event and its payload (stolen), or its EventHeader alone when
+ * the payload is None. */
+static PyObject *
+framed_event(Framer *f, const unsigned char *event, Py_ssize_t pos, Py_ssize_t size,
+             PyObject *payload)
+{
+    PyObject *fields[6] = {
+        PyLong_FromUnsignedLong(le32(event)),      PyLong_FromLong(event[4]),
+        PyLong_FromUnsignedLong(le32(event + 5)),  PyLong_FromSsize_t(size),
+        PyLong_FromUnsignedLong(le32(event + 13)), PyLong_FromLong((long)le16(event + 17)),
+    };
+    PyObject *header = named_tuple(f->header_type, fields, 6);
+    if (header == NULL || payload == Py_None) {
+        if (payload != Py_None)
+            Py_DECREF(payload);
+        return header;
+    }
+    PyObject *items[4] = {
+        PyLong_FromSsize_t(pos),
+        header,
+        payload,
+        PyBytes_FromStringAndSize((const char *)event, size),
+    };
+    return named_tuple(f->event_type, items, 4);
+}
+
+/* frame(buf, pos): the BinlogEvent of a rows event or of a transaction's XID, ANNOTATE_ROWS or
+ * GTID, the EventHeader of another event, or None. */
 static PyObject *
 framer_frame(Framer *f, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "frame(buf, pos) takes 2 arguments");
-        return NULL;
-    }
-    if (f->kinds == NULL) {
-        PyErr_SetString(PyExc_TypeError, "the Framer was not initialised");
+    if (nargs != 2 || f->kinds == NULL) {
+        PyErr_SetString(PyExc_TypeError, "frame(buf, pos) of an initialised Framer");
         return NULL;
     }
     Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
@@ -205,51 +314,19 @@ framer_frame(Framer *f, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear(); /* not a contiguous buffer: the reference step reads it */
         Py_RETURN_NONE;
     }
-    PyObject *result = Py_None;
-    const unsigned char *event = (const unsigned char *)view.buf + pos;
-    Py_ssize_t remain = view.len - pos, size = 0;
     int code = 0;
-    if (pos >= 0 && remain >= HEADER_LEN && pos != f->first) {
-        size = (Py_ssize_t)le32(event + 9), code = event[4];
-        if (size < HEADER_LEN || size > (Py_ssize_t)MAX_EVENT_SIZE || size > remain
-            || code == FORMAT_DESCRIPTION || (f->trailer && size < HEADER_LEN + CHECKSUM_LEN))
-            size = 0;
+    Py_ssize_t size = checked_size(f, &view, pos, &code);
+    PyObject *result = size < 0 ? NULL : size == 0 ? Py_NewRef(Py_None) : NULL;
+    if (size > 0) {
+        const unsigned char *event = (const unsigned char *)view.buf + pos;
+        const unsigned char *body = event + HEADER_LEN;
+        Py_ssize_t len = size - HEADER_LEN - f->trailer;
+        PyObject *payload = f->id_len[code] ? rows_payload(f, code, body, len)
+                                            : control_payload(f, code, body, len);
+        result = payload == NULL ? NULL : framed_event(f, event, pos, size, payload);
     }
-    if (size > 0 && f->trailer) {
-        int matches = crc_matches(f, event, size);
-        if (matches < 0)
-            result = NULL;
-        else if (!matches)
-            size = 0;
-    }
-    PyObject *payload = Py_None;
-    if (result != NULL && size > 0 && f->id_len[code])
-        payload = rows_payload(f, code, event + HEADER_LEN, size - HEADER_LEN - f->trailer);
-    if (result == NULL || payload == NULL || size == 0) {
-        PyBuffer_Release(&view);
-        if (result == NULL || payload == NULL)
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *fields[6] = {
-        PyLong_FromUnsignedLong(le32(event)),          PyLong_FromLong(code),
-        PyLong_FromUnsignedLong(le32(event + 5)),      PyLong_FromSsize_t(size),
-        PyLong_FromUnsignedLong(le32(event + 13)),     PyLong_FromLong((long)le16(event + 17)),
-    };
-    PyObject *header = named_tuple(f->header_type, fields, 6);
-    if (header == NULL || payload == Py_None || !f->id_len[code]) {
-        PyBuffer_Release(&view);
-        Py_XDECREF(payload == Py_None ? NULL : payload);
-        return header;
-    }
-    PyObject *items[4] = {
-        PyLong_FromSsize_t(pos),
-        header,
-        payload,
-        PyBytes_FromStringAndSize((const char *)event, size),
-    };
     PyBuffer_Release(&view);
-    return named_tuple(f->event_type, items, 4);
+    return result;
 }
 
 /* A named tuple type the items can be stored in directly: a tuple subclass of no more size. */
@@ -297,13 +374,18 @@ static int
 framer_init(Framer *f, PyObject *args, PyObject *kwds)
 {
     static char *keywords[] = {
-        "crc32", "header_type", "event_type", "rows_type", "trailer", "first", "rows_types", NULL,
+        "crc32", "header_type", "event_type", "rows_type", "trailer", "first", "rows_types",
+        "xid_type", "annotate_type", "gtid_type", "gtid_more", NULL,
     };
     PyObject *crc32, *header_type, *event_type, *rows_type, *rows_types;
+    PyObject *xid_type = NULL, *annotate_type = NULL, *gtid_type = NULL;
     Py_ssize_t trailer, first;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOnnO!", keywords, &crc32, &header_type,
-                                     &event_type, &rows_type, &trailer, &first, &PyDict_Type,
-                                     &rows_types))
+    long gtid_more = 0xFF;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOnnO!|O!O!O!l", keywords, &crc32,
+                                     &header_type, &event_type, &rows_type, &trailer, &first,
+                                     &PyDict_Type, &rows_types, &PyType_Type, &xid_type,
+                                     &PyType_Type, &annotate_type, &PyType_Type, &gtid_type,
+                                     &gtid_more))
         return -1;
     if (f->kinds != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Framer is made once");
@@ -320,13 +402,17 @@ framer_init(Framer *f, PyObject *args, PyObject *kwds)
     f->header_type = (PyTypeObject *)Py_NewRef(header_type);
     f->event_type = (PyTypeObject *)Py_NewRef(event_type);
     f->rows_type = (PyTypeObject *)Py_NewRef(rows_type);
+    f->xid_type = (PyTypeObject *)Py_XNewRef(xid_type);
+    f->annotate_type = (PyTypeObject *)Py_XNewRef(annotate_type);
+    f->gtid_type = (PyTypeObject *)Py_XNewRef(gtid_type);
+    f->gtid_more = gtid_more;
     f->trailer = trailer, f->first = first;
     f->empty = PyTuple_New(0);
     f->kinds = PyList_New(0);
     if (f->empty == NULL || f->kinds == NULL)
         return -1;
-    for (int i = 0; i < ROWS_FIELDS; i++) {
-        f->names[i] = PyUnicode_InternFromString(rows_field_names[i]);
+    for (int i = 0; i < FIELDS; i++) {
+        f->names[i] = PyUnicode_InternFromString(field_names[i]);
         if (f->names[i] == NULL)
             return -1;
     }
@@ -346,6 +432,9 @@ framer_traverse(Framer *f, visitproc visit, void *arg)
     Py_VISIT(f->header_type);
     Py_VISIT(f->event_type);
     Py_VISIT(f->rows_type);
+    Py_VISIT(f->xid_type);
+    Py_VISIT(f->annotate_type);
+    Py_VISIT(f->gtid_type);
     Py_VISIT(f->kinds);
     return 0;
 }
@@ -359,7 +448,10 @@ framer_clear(Framer *f)
     Py_CLEAR(f->rows_type);
     Py_CLEAR(f->kinds);
     Py_CLEAR(f->empty);
-    for (int i = 0; i < ROWS_FIELDS; i++)
+    Py_CLEAR(f->xid_type);
+    Py_CLEAR(f->annotate_type);
+    Py_CLEAR(f->gtid_type);
+    for (int i = 0; i < FIELDS; i++)
         Py_CLEAR(f->names[i]);
     memset(f->id_len, 0, sizeof f->id_len);
     return 0;

@@ -8,8 +8,9 @@ was whole and valid. It never skips a bad event.
 is a torn tail (what a crash leaves); a bad event followed by valid data is corruption.
 
 When the compiled modules run, each step is first offered to the C framer (``_frame.c``): it
-checks the header, the sizes and the CRC32 of an event and builds a rows event whole, and hands
-anything doubtful back to the Python step below, the reference, which raises the precise error.
+checks the header, the sizes and the CRC32 of an event and builds a rows event (and a
+transaction's GTID, ANNOTATE_ROWS and XID) whole, and hands anything doubtful back to the Python
+step below, the reference, which raises the precise error.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ from binlake.binlog.errors import (
     NotABinlogError,
     OrphanEventError,
     TruncatedEventError,
+)
+from binlake.binlog.events import (
+    FL_COMPLETED_XA,
+    FL_GROUP_COMMIT_ID,
+    FL_PREPARED_XA,
+    AnnotateRowsEvent,
+    MariaGtidEvent,
+    XidEvent,
 )
 from binlake.binlog.format import FormatContext
 from binlake.binlog.header import EventHeader, decode_header, event_crc, stored_crc
@@ -101,6 +110,10 @@ def native_framer(ctx: FormatContext, expect_magic: bool) -> Any:
         trailer=ctx.checksum_len,
         first=len(MAGIC) if expect_magic else -1,
         rows_types=rows_types,
+        xid_type=XidEvent,
+        annotate_type=AnnotateRowsEvent,
+        gtid_type=MariaGtidEvent,
+        gtid_more=FL_GROUP_COMMIT_ID | FL_PREPARED_XA | FL_COMPLETED_XA,
     )
 
 
