@@ -12,7 +12,8 @@
  *   whole BinlogEvent, with its RowsEvent payload, what decode_event gives for it;
  * - the same for a transaction's XID, ANNOTATE_ROWS and MariaDB GTID (with no commit id and no
  *   XA) in their usual shapes, as codec.EventFramer decodes them in place (when their types
- *   are given);
+ *   are given), and for a TABLE_MAP whose body the EventFramer decoded before (its
+ *   table_maps, when given);
  * - for any other event: its EventHeader, CRC32 checked; the caller decodes the payload;
  * - None for anything else, where the caller runs the reference step, which raises the
  *   precise typed error (or decodes what only it decodes).
@@ -30,6 +31,7 @@
 #define FORMAT_DESCRIPTION 15
 #define CRC_PIECE 4096
 #define XID 16
+#define TABLE_MAP 19
 #define ANNOTATE_ROWS 160
 #define MARIADB_GTID 162
 #define MARIA_GTID_BODY 19 /* seq_no, domain_id, flags2 and the padding, no more fields */
@@ -64,6 +66,7 @@ typedef struct {
     PyTypeObject *rows_type;   /* RowsEvent */
     PyTypeObject *xid_type, *annotate_type, *gtid_type; /* XidEvent, AnnotateRowsEvent, ... */
     long gtid_more;            /* GTID flags after which more fields follow: not framed here */
+    PyObject *table_maps;      /* TABLE_MAP bodies -> their TableMap, kept by EventFramer */
     PyObject *names[FIELDS];
     PyObject *kinds;           /* keeps the kind strings that kind[] borrows */
     PyObject *empty;           /* () : tp_new's arguments */
@@ -219,7 +222,8 @@ rows_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
 }
 
 /* The payload of a transaction's XID, ANNOTATE_ROWS or MariaDB GTID (with no commit id and no
- * XA), as EventFramer._frame_control decodes them; Py_None (borrowed) for another event. */
+ * XA), as EventFramer._frame_control decodes them, or of a TABLE_MAP it decoded before (from
+ * the table_maps it keeps); Py_None (borrowed) for another event. */
 static PyObject *
 control_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
 {
@@ -232,6 +236,14 @@ control_payload(Framer *f, int code, const unsigned char *body, Py_ssize_t len)
             PyBytes_FromStringAndSize((const char *)body, len), PyLong_FromLong(code),
         };
         return make(f, f->annotate_type, annotate_fields, values, COUNT(annotate_fields));
+    }
+    if (code == TABLE_MAP && f->table_maps != NULL) {
+        PyObject *body_bytes = PyBytes_FromStringAndSize((const char *)body, len);
+        if (body_bytes == NULL)
+            return NULL;
+        PyObject *known = PyDict_GetItemWithError(f->table_maps, body_bytes);
+        Py_DECREF(body_bytes);
+        return known != NULL ? Py_NewRef(known) : PyErr_Occurred() ? NULL : Py_None;
     }
     if (code != MARIADB_GTID || len != MARIA_GTID_BODY || f->gtid_type == NULL
         || (body[12] & f->gtid_more))
@@ -375,17 +387,17 @@ framer_init(Framer *f, PyObject *args, PyObject *kwds)
 {
     static char *keywords[] = {
         "crc32", "header_type", "event_type", "rows_type", "trailer", "first", "rows_types",
-        "xid_type", "annotate_type", "gtid_type", "gtid_more", NULL,
+        "xid_type", "annotate_type", "gtid_type", "gtid_more", "table_maps", NULL,
     };
     PyObject *crc32, *header_type, *event_type, *rows_type, *rows_types;
-    PyObject *xid_type = NULL, *annotate_type = NULL, *gtid_type = NULL;
+    PyObject *xid_type = NULL, *annotate_type = NULL, *gtid_type = NULL, *table_maps = NULL;
     Py_ssize_t trailer, first;
     long gtid_more = 0xFF;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOnnO!|O!O!O!l", keywords, &crc32,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOnnO!|O!O!O!lO!", keywords, &crc32,
                                      &header_type, &event_type, &rows_type, &trailer, &first,
                                      &PyDict_Type, &rows_types, &PyType_Type, &xid_type,
                                      &PyType_Type, &annotate_type, &PyType_Type, &gtid_type,
-                                     &gtid_more))
+                                     &gtid_more, &PyDict_Type, &table_maps))
         return -1;
     if (f->kinds != NULL) {
         PyErr_SetString(PyExc_TypeError, "a Framer is made once");
@@ -406,6 +418,7 @@ framer_init(Framer *f, PyObject *args, PyObject *kwds)
     f->annotate_type = (PyTypeObject *)Py_XNewRef(annotate_type);
     f->gtid_type = (PyTypeObject *)Py_XNewRef(gtid_type);
     f->gtid_more = gtid_more;
+    f->table_maps = Py_XNewRef(table_maps);
     f->trailer = trailer, f->first = first;
     f->empty = PyTuple_New(0);
     f->kinds = PyList_New(0);
@@ -435,6 +448,7 @@ framer_traverse(Framer *f, visitproc visit, void *arg)
     Py_VISIT(f->xid_type);
     Py_VISIT(f->annotate_type);
     Py_VISIT(f->gtid_type);
+    Py_VISIT(f->table_maps);
     Py_VISIT(f->kinds);
     return 0;
 }
@@ -451,6 +465,7 @@ framer_clear(Framer *f)
     Py_CLEAR(f->xid_type);
     Py_CLEAR(f->annotate_type);
     Py_CLEAR(f->gtid_type);
+    Py_CLEAR(f->table_maps);
     for (int i = 0; i < FIELDS; i++)
         Py_CLEAR(f->names[i]);
     memset(f->id_len, 0, sizeof f->id_len);

@@ -189,6 +189,12 @@ class EventFramer:
         #: The type codes ``rows_run_end`` may take: a caller's cheap first test.
         self.run_codes = frozenset(self._run_min)
 
+    @property
+    def table_maps(self) -> dict[bytes, TableMap]:
+        """The TABLE_MAP bodies decoded in this context -> their payload (what the C framer of
+        ``EventStream`` looks a TABLE_MAP up in; this framer fills it)."""
+        return self._table_maps
+
     def is_rows_frame(self, event: bytes) -> bool:
         """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
         size is its length, and its flags are within it): what framing checks of such an

@@ -89,12 +89,14 @@ def native_framers(ctx: FormatContext, expect_magic: bool) -> tuple[Any, EventFr
     if framers is None:
         if len(_FRAMERS) >= _FRAMERS_KEPT:
             _FRAMERS.clear()
-        framers = _FRAMERS[key] = (native_framer(ctx, expect_magic), EventFramer(ctx))
+        control = EventFramer(ctx)
+        framers = _FRAMERS[key] = (native_framer(ctx, expect_magic, control), control)
     return framers
 
 
-def native_framer(ctx: FormatContext, expect_magic: bool) -> Any:
-    """A new C framer of events in ``ctx``, or None without the extension."""
+def native_framer(ctx: FormatContext, expect_magic: bool, control: EventFramer) -> Any:
+    """A new C framer of events in ``ctx``, or None without the extension; it takes a TABLE_MAP
+    that ``control`` decoded before from those it keeps."""
     if NATIVE is None:
         return None
     rows_types = {}
@@ -114,6 +116,7 @@ def native_framer(ctx: FormatContext, expect_magic: bool) -> Any:
         annotate_type=AnnotateRowsEvent,
         gtid_type=MariaGtidEvent,
         gtid_more=FL_GROUP_COMMIT_ID | FL_PREPARED_XA | FL_COMPLETED_XA,
+        table_maps=control.table_maps,
     )
 
 
