@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from binlake.binlog.codec import BinlogEvent
 from binlake.binlog.constants import ChecksumAlg, ColumnType, EventType
+from binlake.binlog.errors import BinlogFormatError
 from binlake.binlog.events import (
     FL_DDL,
     FL_GROUP_COMMIT_ID,
@@ -33,7 +34,7 @@ from binlake.binlog.events import (
 )
 from binlake.binlog.header import event_crc, with_crc
 from binlake.binlog.rows import Kind, make_rows_event
-from binlake.binlog.stream import NATIVE, EventStream
+from binlake.binlog.stream import NATIVE, EventStream, classify_problem
 from binlog_builder import MARIADB_CTX, LogBuilder
 from binlog_fixtures import TYPES_BINLOG, UTF8MB4, table_map
 
@@ -64,8 +65,8 @@ ROWS = st.lists(
 
 
 def outcome(buf: bytes, **options: Any) -> tuple[list[BinlogEvent], Any, int, Any]:
-    """The events a stream yields, what it raises (type, text, offset, event type, hint), its
-    ``last_good_offset`` and its format context."""
+    """The events a stream yields, what it raises (type, text, offset, event type, hint, and
+    torn tail or corruption), its ``last_good_offset`` and its format context."""
     stream = EventStream(buf, **options)
     events: list[BinlogEvent] = []
     error: Any = None
@@ -74,7 +75,10 @@ def outcome(buf: bytes, **options: Any) -> tuple[list[BinlogEvent], Any, int, An
             events.append(event)
     except Exception as exc:  # any error at all, typed or not, must be the same
         details = [getattr(exc, name, None) for name in ("offset", "event_type", "hint")]
-        error = (type(exc), str(exc), *details)
+        kind = (
+            classify_problem(buf, exc, stream.ctx) if isinstance(exc, BinlogFormatError) else None
+        )
+        error = (type(exc), str(exc), *details, kind)
     return events, error, stream.last_good_offset, stream.ctx
 
 
