@@ -59,10 +59,15 @@ COMPILED_MODULES: Final = (
     "binlake.cli.render",
 )
 #: Extensions written in C (issue #37: where mypyc cannot reach), each built from the ``.c`` beside
-#: its Python twin: row images decoded from a plan (``binlog/rowplan.py``), a row's JSON text for
-#: `binlake binlog dump --rows` (``cli/render.py``). Recorded and refused when stale like the
-#: mypyc modules: their users import them only when the compiled modules run.
-NATIVE_MODULES: Final = ("binlake.binlog._rowimage", "binlake.cli._rowtext")
+#: its Python twin: row images decoded from a plan (``binlog/rowplan.py``), events framed
+#: (``binlog/stream.py``), a row's JSON text for `binlake binlog dump --rows` (``cli/render.py``).
+#: Recorded and refused when stale like the mypyc modules: their users import them only when the
+#: compiled modules run.
+NATIVE_MODULES: Final = (
+    "binlake.binlog._rowimage",
+    "binlake.binlog._frame",
+    "binlake.cli._rowtext",
+)
 #: Every extension a build makes: the compiled modules' and the native ones.
 BUILT_MODULES: Final = COMPILED_MODULES + NATIVE_MODULES
 BUILD_RECORD: Final = "compiled.sha256"

@@ -154,6 +154,23 @@ bytes_value(const Column *c, const unsigned char *s, Py_ssize_t n)
     return out;
 }
 
+/* "E-" and the decimal digits of scale (from 1 to 99 as columns declare it, any positive
+ * value written right), where text has room for 22 characters: how many it wrote. */
+static int
+exponent_text(char *text, long long scale)
+{
+    char digits[20];
+    int n = 0;
+    unsigned long long v = (unsigned long long)scale;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    text[0] = 'E', text[1] = '-';
+    for (int i = 0; i < n; i++)
+        text[2 + i] = digits[n - 1 - i];
+    return 2 + n;
+}
+
 /* DECIMAL: the digit string, as decimals.decimal_source builds it, given to Decimal(). */
 static PyObject *
 decimal_value(const Column *c, const unsigned char *s, Py_ssize_t size)
@@ -185,8 +202,8 @@ decimal_value(const Column *c, const unsigned char *s, Py_ssize_t size)
         first++;
     if (negative)
         text[--first] = '-';
-    if (c->a)
-        len += snprintf(text + len, sizeof text - (size_t)len, "E-%lld", c->a);
+    if (c->a)  /* "E-<scale>", written without snprintf (4% of a decode of DECIMALs) */
+        len += exponent_text(text + len, c->a);
     PyObject *digits = PyUnicode_FromStringAndSize(text + first, len - first);
     if (digits == NULL)
         return NULL;

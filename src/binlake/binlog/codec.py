@@ -189,6 +189,12 @@ class EventFramer:
         #: The type codes ``rows_run_end`` may take: a caller's cheap first test.
         self.run_codes = frozenset(self._run_min)
 
+    @property
+    def table_maps(self) -> dict[bytes, TableMap]:
+        """The TABLE_MAP bodies decoded in this context -> their payload (what the C framer of
+        ``EventStream`` looks a TABLE_MAP up in; this framer fills it)."""
+        return self._table_maps
+
     def is_rows_frame(self, event: bytes) -> bool:
         """Whether ``event`` is a rows event that ``frame`` takes on its fast path (its declared
         size is its length, and its flags are within it): what framing checks of such an
@@ -227,21 +233,39 @@ class EventFramer:
         framed = self._frame_control(event, offset)
         if framed is None:
             framed = decode_event(event, self._ctx, offset, crc_checked=True, rows_images=False)
-            table_map = framed.payload
-            if isinstance(table_map, TableMap) and len(self._table_maps) < _TABLE_MAPS_KEPT:
-                self._table_maps[event[HEADER_LEN : len(event) - self._trailer]] = table_map
+            self._keep(event, framed)
         return framed
 
-    def _frame_control(self, event: bytes, offset: int) -> BinlogEvent | None:
+    def decode(self, event: bytes, offset: int, header: EventHeader) -> BinlogEvent:
+        """What ``decode_event(event, ctx, offset, header, crc_checked=True)`` gives (a rows
+        event with its images), through ``frame``'s fast paths for the GTID, ANNOTATE_ROWS,
+        XID and known TABLE_MAP of a transaction: for a reader that has checked the event's
+        size and CRC32 (``EventStream`` behind the C framer). ``header``: the event's."""
+        framed = self._frame_control(event, offset, header)
+        if framed is None:
+            framed = decode_event(event, self._ctx, offset, header, crc_checked=True)
+            self._keep(event, framed)
+        return framed
+
+    def _keep(self, event: bytes, framed: BinlogEvent) -> None:
+        """A TABLE_MAP just decoded is kept for the next event of the same body."""
+        table_map = framed.payload
+        if isinstance(table_map, TableMap) and len(self._table_maps) < _TABLE_MAPS_KEPT:
+            self._table_maps[event[HEADER_LEN : len(event) - self._trailer]] = table_map
+
+    def _frame_control(
+        self, event: bytes, offset: int, header: EventHeader | None = None
+    ) -> BinlogEvent | None:
         """The events every MariaDB transaction brings besides its rows (a GTID with no commit
         id and no XA, an ANNOTATE_ROWS, an XID) in their usual shapes, decoded in place, and a
         TABLE_MAP whose body was decoded before: what ``decode_event`` gives for them. None
         for anything else, which ``decode_event`` decodes (and where anything is wrong, raises
-        the precise error)."""
+        the precise error). ``header``: the event's, when the caller has decoded it."""
         size = len(event)
         if size < HEADER_LEN:
             return None
-        header = EventHeader(*HEADER_STRUCT.unpack_from(event))
+        if header is None:
+            header = EventHeader(*HEADER_STRUCT.unpack_from(event))
         code, body_end = header.type_code, size - self._trailer
         payload: Payload
         if header.event_size != size or body_end < HEADER_LEN:

@@ -124,11 +124,19 @@ def frame_rows_event(
 def flags_offset(type_code: int, ctx: FormatContext) -> int | None:
     """Where a rows event's flags are in its body (after the table id), for the rows events
     binlake frames in place; None for others (compressed, unknown, an odd post-header)."""
+    layout = rows_layout(type_code, ctx)
+    return None if layout is None else layout[2]
+
+
+def rows_layout(type_code: int, ctx: FormatContext) -> tuple[Kind, int, int] | None:
+    """A rows event type's kind, version and table id length in ``ctx``, for the rows events
+    binlake frames in place; None for others (compressed, unknown, an odd post-header)."""
     versioned = _TYPES.get(type_code)
     if versioned is None or type_code in COMPRESSED_ROWS_TYPES:
         return None
-    id_len = ctx.post_header_len(type_code) - (4 if versioned[1] == 2 else 2)
-    return id_len if id_len in (4, 6) else None
+    kind, version = versioned
+    id_len = ctx.post_header_len(type_code) - (4 if version == 2 else 2)
+    return (kind, version, id_len) if id_len in (4, 6) else None
 
 
 def decode_rows_event(

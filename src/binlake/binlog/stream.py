@@ -6,22 +6,34 @@ was whole and valid. It never skips a bad event.
 
 ``classify_problem`` applies the design's rule: a bad event with no valid event anywhere after it
 is a torn tail (what a crash leaves); a bad event followed by valid data is corruption.
+
+When the compiled modules run, each step is first offered to the C framer (``_frame.c``): it
+checks the header, the sizes and the CRC32 of an event and builds a rows event (and a
+transaction's GTID, ANNOTATE_ROWS and XID) whole, and hands anything doubtful back to the Python
+step below, the reference, which raises the precise error.
 """
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import struct
 from collections.abc import Iterator
 from enum import Enum
+from types import ModuleType
+from typing import Any
 
-from binlake.binlog.codec import BinlogEvent, decode_event
+from zlib_ng.zlib_ng import crc32 as _zlib_ng_crc32
+
+from binlake.binlog import rowplan
+from binlake.binlog.codec import BinlogEvent, EventFramer, decode_event
 from binlake.binlog.constants import (
     CHECKSUM_LEN,
     EVENT_TYPE_NAMES,
     HEADER_LEN,
     MAGIC,
     MAX_EVENT_SIZE,
+    ROWS_TYPES,
     ChecksumAlg,
     EventType,
 )
@@ -32,12 +44,80 @@ from binlake.binlog.errors import (
     OrphanEventError,
     TruncatedEventError,
 )
+from binlake.binlog.events import (
+    FL_COMPLETED_XA,
+    FL_GROUP_COMMIT_ID,
+    FL_PREPARED_XA,
+    AnnotateRowsEvent,
+    MariaGtidEvent,
+    XidEvent,
+)
 from binlake.binlog.format import FormatContext
-from binlake.binlog.header import decode_header, event_crc, stored_crc
+from binlake.binlog.header import EventHeader, decode_header, event_crc, stored_crc
+from binlake.binlog.rows import RowsEvent, rows_layout
 
 #: Anything the stream can view without copying (a file mapped by the caller included).
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 _TYPE_AND_SIZE = struct.Struct("<4xBxxxxI")
+
+
+def load_native() -> ModuleType | None:
+    """The C framer when this process runs the compiled modules (read off the C row decoder,
+    ``rowplan.NATIVE``: both are built and recorded together), else None."""
+    if rowplan.NATIVE is None:
+        return None
+    return importlib.import_module("binlake.binlog._frame")
+
+
+#: The C framer, or None: pure Python (``BINLAKE_PURE_PYTHON=1``, no build, a stale build).
+NATIVE = load_native()
+
+
+#: The framers of each format context met, C and Python (made once: about 14 us, more than a
+#: short stream's events take; a context's TABLE_MAPs are kept across streams); at most
+#: ``_FRAMERS_KEPT`` contexts are kept.
+_FRAMERS: dict[tuple[FormatContext, bool], tuple[Any, EventFramer]] = {}
+_FRAMERS_KEPT = 16
+
+
+def native_framers(ctx: FormatContext, expect_magic: bool) -> tuple[Any, EventFramer]:
+    """The C framer of events in ``ctx`` (``expect_magic``: the FORMAT_DESCRIPTION must be at
+    offset 4) and the Python framer it hands checked events to; the C one is None without the
+    extension."""
+    key = (ctx, expect_magic)
+    framers = _FRAMERS.get(key)
+    if framers is None:
+        if len(_FRAMERS) >= _FRAMERS_KEPT:
+            _FRAMERS.clear()
+        control = EventFramer(ctx)
+        framers = _FRAMERS[key] = (native_framer(ctx, expect_magic, control), control)
+    return framers
+
+
+def native_framer(ctx: FormatContext, expect_magic: bool, control: EventFramer) -> Any:
+    """A new C framer of events in ``ctx``, or None without the extension; it takes a TABLE_MAP
+    that ``control`` decoded before from those it keeps."""
+    if NATIVE is None:
+        return None
+    rows_types = {}
+    for code in ROWS_TYPES:
+        layout = rows_layout(code, ctx)
+        if layout is not None:
+            rows_types[int(code)] = layout
+    return NATIVE.Framer(
+        crc32=_zlib_ng_crc32,  # over 4 KiB pieces, as header.crc32
+        header_type=EventHeader,
+        event_type=BinlogEvent,
+        rows_type=RowsEvent,
+        trailer=ctx.checksum_len,
+        first=len(MAGIC) if expect_magic else -1,
+        rows_types=rows_types,
+        xid_type=XidEvent,
+        annotate_type=AnnotateRowsEvent,
+        gtid_type=MariaGtidEvent,
+        gtid_more=FL_GROUP_COMMIT_ID | FL_PREPARED_XA | FL_COMPLETED_XA,
+        table_maps=control.table_maps,
+    )
 
 
 class EventStream:
@@ -45,7 +125,8 @@ class EventStream:
 
     ``start``: offset of the first event to yield. In a file (``expect_magic``), the
     FORMAT_DESCRIPTION at offset 4 is always read first so that later events can be decoded,
-    and yielded only if ``start`` is at or before it.
+    and yielded only if ``start`` is at or before it. ``reference``: every event is read by the
+    Python step even when the C framer is loaded (what the tests compare the C one with).
     """
 
     def __init__(
@@ -55,6 +136,7 @@ class EventStream:
         start: int | None = None,
         ctx: FormatContext | None = None,
         expect_magic: bool = True,
+        reference: bool = False,
     ) -> None:
         self.buf = memoryview(buf)
         self.ctx = ctx if ctx is not None else FormatContext.default()
@@ -62,6 +144,12 @@ class EventStream:
         self.start = start
         self.last_good_offset = 0
         self.saw_format_description = ctx is not None
+        self._native = NATIVE is not None and not reference
+        #: The C framer of ``_framer_ctx``, made again when ``ctx`` changes.
+        self._framer: Any = None
+        self._framer_ctx: FormatContext | None = None
+        #: The Python framer of the events the C one hands back checked (in ``_framer_ctx``).
+        self._control: EventFramer | None = None
 
     def __iter__(self) -> Iterator[BinlogEvent]:
         pos = 0
@@ -97,6 +185,28 @@ class EventStream:
             raise NotABinlogError(f"file starts with {head.hex()}, not the binlog magic fe62696e")
 
     def _next_event(self, pos: int) -> BinlogEvent:
+        if self._native:
+            if self._framer_ctx is not self.ctx:
+                self._framer, self._control = native_framers(self.ctx, self.expect_magic)
+                self._framer_ctx = self.ctx
+            framed = self._framer.frame(self.buf, pos)
+            if type(framed) is BinlogEvent:
+                return framed
+            if framed is not None:  # an EventHeader: a whole event, its CRC32 checked
+                return self._decode_control(pos, framed)
+        return self._reference_event(pos)
+
+    def _decode_control(self, pos: int, header: EventHeader) -> BinlogEvent:
+        """The event at ``pos`` whose size and CRC32 the C framer has checked."""
+        control = self._control
+        assert control is not None, "made with the C framer"
+        try:
+            return control.decode(bytes(self.buf[pos : pos + header.event_size]), pos, header)
+        except BinlogFormatError as exc:
+            raise exc.with_location(offset=pos) from None
+
+    def _reference_event(self, pos: int) -> BinlogEvent:
+        """The Python step: the event at ``pos``, or the precise error."""
         header = decode_header(self.buf, pos)
         size = header.event_size
         if size > MAX_EVENT_SIZE:
