@@ -57,6 +57,9 @@ COMPILED_MODULES: Final = (
     "binlake.source.wire",
     "binlake.source.packets",
     "binlake.cli.render",
+    "binlake.keyindex.encode",
+    "binlake.keyindex.store",
+    "binlake.lake.write.changes",
 )
 #: Extensions written in C (issue #37: where mypyc cannot reach), each built from the ``.c`` beside
 #: its Python twin: row images decoded from a plan (``binlog/rowplan.py``), events framed
@@ -155,7 +158,7 @@ def choose() -> None:
 
 
 def describe() -> str:
-    """``compiled (23 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
+    """``compiled (26 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
     if _Choice.reason is None:
         return f"compiled ({len(COMPILED_MODULES)} modules)"
     return f"pure Python ({_Choice.reason})"

@@ -523,16 +523,16 @@ class WholeFileCheck:
         self.path = path
         self.meta = meta
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="binlake-keyindex-check")
-        self._thread.daemon = True
-        self._thread.start()
+        self._worker = threading.Thread(target=self._run, name="binlake-keyindex-check")
+        self._worker.daemon = True
+        self._worker.start()
 
     def wait(self) -> None:
-        self._thread.join()
+        self._worker.join()
 
     def result(self) -> None:
         """Wait; raise what the check found."""
-        self._thread.join()
+        self._worker.join()
         if self._error is not None:
             raise self._error
 
