@@ -179,7 +179,7 @@ class MixedWorkload:
     def _transaction(self, cursor: Any, rng: random.Random, orders: int) -> int:
         first, last = self.next_order, self.next_order + orders - 1
         self.next_order = last + 1
-        changed = cursor.execute(FILL.format(name="m_orders", first=first, last=last))
+        changed = cursor.execute(FILL.format(name="m_orders", first=first, last=last, apart=1))
         changed += cursor.execute(
             "INSERT INTO bench.m_lines SELECT o.seq, l.seq, CONCAT('sku-', o.seq, '-', l.seq), "
             f"l.seq, o.seq / 3 FROM bench.seq_{first}_to_{last} o, bench.seq_1_to_3 l"
