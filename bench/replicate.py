@@ -32,6 +32,9 @@ Spark session (``local[2]``, the embedded Hadoop catalog), every figure printed 
    inserts with three lines each, customer updates at random keys, order updates, deletes of
    random lines and orders; ``--mixed-transactions``), binlake against python-mysql-replication
    appending every row image of the three tables (``_scale.reference_mixed``).
+   ``--mixed-received-first``: the backlog received into the relay log first (timed apart), so
+   that the timed replicate is the applier alone: what a receiver in a process of its own
+   could leave the applier at best.
 5. ``lag-big``: ``--big-rate`` rows/s of random-key updates into ``bench.big`` for
    ``--big-seconds`` s (``[applier] max_seconds = --big-max-seconds``), lag p50/p95/max,
    from once binlake is streaming (as in ``lag``).
@@ -81,6 +84,8 @@ from binlake.config import load_config
 from binlake.console import Console
 from binlake.lake.catalog.metadata import read_table
 from binlake.lake.spark.session import SparkSettings, build_session, stop_session
+from binlake.source.progress import Progress
+from binlake.source.receiver import Receiver
 from binlake_dev.sandbox import MariaDBSandbox
 
 SECTIONS = ("throughput", "lag", "scale", "mixed", "lag-big")
@@ -201,6 +206,13 @@ def replicate(config: Path, spark: SparkSession) -> tuple[float, ApplyResult]:
     started = time.monotonic()
     result = replicator.run()
     return time.monotonic() - started, result.applied
+
+
+def receive_all(config: Path) -> float:
+    """``binlake receive --until-caught-up`` in this process: seconds."""
+    started = time.monotonic()
+    Receiver(load_config(config), until_caught_up=True, progress=Progress(io.StringIO())).run()
+    return time.monotonic() - started
 
 
 class Stamped(io.StringIO):
@@ -557,10 +569,14 @@ def section_mixed(run: Run) -> None:
         f"mixed backlog: {changes:,} row changes in {args.mixed_transactions:,} transactions "
         f"over 3 tables, written in {time.monotonic() - started:.1f} s"
     )
+    if args.mixed_received_first:  # the receiver's share: the relay log filled before
+        received = receive_all(config)
+        say(f"binlake receive first (not counted below): the backlog in {received:.2f} s")
     seconds, applied = replicate(config, spark)
     ours = applied.row_changes / seconds
+    alone = " over a relay log received first" if args.mixed_received_first else ""
     say(
-        f"binlake replicate (default bounds): {applied.row_changes:,} row changes in "
+        f"binlake replicate (default bounds){alone}: {applied.row_changes:,} row changes in "
         f"{seconds:.1f} s = {ours:,.0f} rows/s, {applied.batches} batches"
     )
     seconds, written = reference_mixed(run.source.sandbox, spark, start, args.reference_batch)
@@ -617,6 +633,11 @@ def main() -> None:
     )
     parser.add_argument("--mixed-transactions", type=int, default=3_000)
     parser.add_argument("--mixed-customers", type=int, default=100_000)
+    parser.add_argument(
+        "--mixed-received-first",
+        action="store_true",
+        help="mixed: receive the backlog into the relay log first, then time the applier alone",
+    )
     parser.add_argument("--big-rate", type=float, default=5000.0)
     parser.add_argument("--big-seconds", type=float, default=60.0)
     parser.add_argument("--big-max-seconds", type=float, default=0.5)
