@@ -6,7 +6,7 @@ encoded with binlake's own encoder, so ``end_log_pos`` and CRC32 are right by co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from binlake.binlog.codec import Payload, encode_event
 from binlake.binlog.constants import MAGIC, ChecksumAlg, EventFlag
@@ -21,6 +21,8 @@ from binlake.binlog.events import (
 )
 from binlake.binlog.format import Flavor, FormatContext
 from binlake.binlog.query_status import QueryStatus
+from binlake.binlog.rows import RowsFlag, make_rows_event
+from binlake.binlog.tablemap import TableMap
 
 MARIADB_POST_HEADER_LENGTHS = bytes.fromhex(
     "380d000800120004040404120000e400041a08000000080808020000000a0a0a"
@@ -88,6 +90,13 @@ class LogBuilder:
         start = self.add(MariaGtidEvent(self.seq_no, 0, flags, None, None, b""))
         self.add(query(text))
         return start, len(self.buf)
+
+    def write_rows(self, table: TableMap, count: int) -> None:
+        """``count`` WRITE_ROWS events of one row each (0, 1, ...) on ``table``, the last one
+        ending the statement."""
+        for i in range(count):
+            flags = RowsFlag.STMT_END if i == count - 1 else 0
+            self.add(replace(make_rows_event("write", table, [(None, (i,))]), flags=flags))
 
     def rotate(self, next_file: str = "mariadb-bin.000002") -> int:
         return self.add(RotateEvent(4, next_file))

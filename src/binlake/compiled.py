@@ -52,6 +52,7 @@ COMPILED_MODULES: Final = (
     "binlake.relay.reader",
     "binlake.relay.scan",
     "binlake.relay.writer",
+    "binlake.relay.runs",
     "binlake.source.receiver",
     "binlake.source.event_check",
     "binlake.source.wire",
@@ -158,7 +159,7 @@ def choose() -> None:
 
 
 def describe() -> str:
-    """``compiled (26 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
+    """``compiled (27 modules)`` or ``pure Python (why)``, as ``binlake --version`` says it."""
     if _Choice.reason is None:
         return f"compiled ({len(COMPILED_MODULES)} modules)"
     return f"pure Python ({_Choice.reason})"

@@ -163,6 +163,14 @@ def should_crash(name: str) -> bool:
         return _passes[name] == _armed[1]
 
 
+def armed() -> bool:
+    """Whether any crash point is armed in this process (a caller that passes several points
+    per step in one go passes them one at a time then, as the per-event path does)."""
+    if not _loaded:
+        _load()
+    return _armed is not None
+
+
 def die() -> None:
     """SIGKILL this process now: what a power cut or kill -9 does, minus the page cache loss."""
     os.kill(os.getpid(), signal.SIGKILL)

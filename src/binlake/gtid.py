@@ -60,6 +60,10 @@ class MariaGtidState:
     def with_gtid(self, gtid: MariaGtid) -> MariaGtidState:
         return MariaGtidState({**self.last, gtid.domain: gtid})
 
+    def with_gtids(self, gtids: Iterable[MariaGtid]) -> MariaGtidState:
+        """``with_gtid`` for each of ``gtids`` in turn."""
+        return MariaGtidState({**self.last, **{gtid.domain: gtid for gtid in gtids}})
+
     def with_list(self, gtids: Iterable[MariaGtid]) -> MariaGtidState:
         """Apply a GTID_LIST (within a domain the list ends with the most recent GTID).
 

@@ -13,7 +13,6 @@ called ``os.write`` wrote each new file's header twice, shifting every event aft
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -21,7 +20,6 @@ from hypothesis import strategies as st
 
 from binlake.binlog.constants import ColumnType
 from binlake.binlog.events import MariaGtidEvent, XidEvent
-from binlake.binlog.rows import RowsFlag, make_rows_event
 from binlake.position import RelayPosition
 from binlake.relay.writer import RelayLogWriter
 from binlake.storage.tail_scan import scan_file
@@ -52,9 +50,7 @@ def stream(shape: list[tuple[int, int]]) -> list[bytes]:
             log.seq_no += 1
             log.add(MariaGtidEvent(log.seq_no, 0, 0, None, None, b""))
             log.add(tm)
-            for i in range(rows):
-                flags = RowsFlag.STMT_END if i == rows - 1 else 0
-                log.add(replace(make_rows_event("write", tm, [(None, (i,))]), flags=flags))
+            log.write_rows(tm, rows)
             log.add(XidEvent(log.seq_no))
     return split_events(log)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,6 @@ from binlake.binlog.errors import (
 )
 from binlake.binlog.events import AnnotateRowsEvent, MariaGtidEvent, XidEvent
 from binlake.binlog.format import FormatContext
-from binlake.binlog.rows import RowsFlag, make_rows_event
 from binlake.binlog.transactions import EventGroup
 from binlake.errors import RelayLogStateError
 from binlake.position import RelayPosition
@@ -241,9 +239,7 @@ def rows_transaction(rows_events: int) -> list[bytes]:
     log = LogBuilder().header()
     log.add(MariaGtidEvent(1, 0, 0, None, None, b""))
     log.add(tm)
-    for i in range(rows_events):
-        flags = RowsFlag.STMT_END if i == rows_events - 1 else 0
-        log.add(replace(make_rows_event("write", tm, [(None, (i,))]), flags=flags))
+    log.write_rows(tm, rows_events)
     log.add(XidEvent(1))
     return split_events(log)[HEADER_EVENTS:]
 

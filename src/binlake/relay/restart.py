@@ -21,6 +21,7 @@ durable transaction boundary.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from binlake.errors import DuplicateTransactionError, LogCorruptionError
 from binlake.gtid import GtidState, MariaGtid, MariaGtidState, MysqlGtidSet
 from binlake.position import SourcePosition, before
 from binlake.relay import INDEX_NAME
+from binlake.relay.runs import TransactionRun
 from binlake.storage.binlog_file import BinlogFileReader
 from binlake.storage.index import LogIndex
 
@@ -121,6 +123,34 @@ class SourceTracker:
         for event in events:
             self._on_event(event)
 
+    def on_run(self, run: TransactionRun) -> None:
+        """Take in a run of whole MariaDB transactions (``relay.runs``) at once: what
+        ``on_group`` does for each of them, in order (their GTIDs and XIDs lie in the stream's
+        current file; a GTID that repeats the one before it in its domain ends the run before
+        it, so there is none to refuse here)."""
+        if not run.transactions:
+            return
+        state = self._maria(None)
+        self.transactions += run.transactions
+        if run.server_id:
+            self.server_id = run.server_id
+        stream = self.stream
+        if run.last_pos and stream is not None:
+            self.stream = SourcePosition(stream.file, run.last_pos)
+            furthest = SourcePosition(stream.file, run.max_pos)
+            if before(self.position, furthest):
+                self.position = furthest
+        self.gtid_state = state.with_gtids(run.gtid_list())
+
+    @property
+    def maria_lasts(self) -> Mapping[int, MariaGtid] | None:
+        """The MariaDB GTID state's last GTID per domain (empty before any GTID); None when the
+        state is MySQL's, which a run of MariaDB transactions cannot follow."""
+        state = self.gtid_state
+        if state is None:
+            return {}
+        return state.last if isinstance(state, MariaGtidState) else None
+
     def _on_event(self, event: BinlogEvent) -> None:
         header = event.header
         payload = event.payload
@@ -158,12 +188,13 @@ class SourceTracker:
         if before(self.position, stream):
             self.position = stream
 
-    def _maria(self, event: BinlogEvent) -> MariaGtidState:
+    def _maria(self, event: BinlogEvent | None) -> MariaGtidState:
         self.flavor = Flavor.MARIADB
         state = self.gtid_state
         if state is None:
             return MariaGtidState()
         if not isinstance(state, MariaGtidState):
+            assert event is not None, "a run of MariaDB transactions after MySQL's GTIDs"
             raise _mixed_flavors(event)
         return state
 

@@ -22,7 +22,8 @@ Durability contract:
   (of a rows event, its flags are read, or only its type and size inside a transaction, which
   no rows event can end; its images are the applier's to decode, which refuses a malformed one
   as it refuses any event it cannot read). ``append_rows_run`` takes a whole run of received
-  rows events inside a transaction in one step, with the same checks. Appended events are
+  rows events inside a transaction in one step, with the same checks; ``append_transactions``
+  a run of whole small transactions (relay/runs.py). Appended events are
   gathered in user space and handed over per ``FLUSH_BYTES`` to a write-behind thread
   (relay/write_behind.py: ``writev`` in order, then ``start_writeback`` so the next fsync finds
   little to write); every fsync, rotation and close first waits until everything handed over
@@ -54,7 +55,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -63,11 +64,14 @@ from binlake.binlog.codec import BinlogEvent, EventFramer, decode_event, encode_
 from binlake.binlog.constants import HEADER_LEN, MAGIC, ChecksumAlg, EventFlag
 from binlake.binlog.errors import BinlakeError, TruncatedEventError
 from binlake.binlog.format import FormatContext, flavor_of
+from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
-from binlake.crashpoints import crash_point, die, should_crash
+from binlake.crashpoints import armed, crash_point, die, should_crash
 from binlake.errors import RelayLogStateError
+from binlake.gtid import MariaGtid
 from binlake.position import RelayPosition, sequence_number
 from binlake.relay import DEFAULT_BASENAME
+from binlake.relay.runs import TransactionRun, scan_transactions
 from binlake.relay.write_behind import WriteBehind, write_all
 from binlake.storage.durable import fsync_dir, fsync_fd, make_folder, raise_os_error
 from binlake.storage.index import LogIndex, Marker, MarkerOp, index_temp_copies
@@ -81,6 +85,8 @@ DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 FLUSH_BYTES = 1 << 20
 #: Where an event's type code is (in its common header).
 _TYPE_AT = 4
+#: At most this many TABLE_MAP bodies are remembered as framed (``append_transactions``).
+_KNOWN_MAPS = 4096
 
 #: The post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (event types 1..171).
 MARIADB_10_11_POST_HEADER_LENGTHS = bytes.fromhex(
@@ -150,6 +156,8 @@ class RelayLogWriter:
         self._framer = EventFramer(self._ctx)
         self._source_fde: bytes | None = None
         self._grouper = TransactionGrouper(ends_only=True)
+        #: TABLE_MAP bodies framed in the current format context (``append_transactions``).
+        self._known_maps: set[bytes] = set()
         self._synced: RelayPosition | None = None
         self._failed: BinlakeError | None = None
         self._pending: list[bytes] = []
@@ -257,9 +265,13 @@ class RelayLogWriter:
         self._buffer(fd, (event,), len(event))
         crash_point("relay_after_append")
         self._offset += len(event)
-        if type(decoded.payload) is FormatContext:
-            self._ctx = self._framer.context = decoded.payload
+        payload = decoded.payload
+        if type(payload) is FormatContext:
+            self._ctx = self._framer.context = payload
             self._source_fde = bytes(event)
+            self._known_maps = set()
+        elif type(payload) is TableMap and len(self._known_maps) < _KNOWN_MAPS:
+            self._known_maps.add(event[HEADER_LEN : len(event) - self._ctx.checksum_len])
         if group is not None:
             self._boundary = self._offset
         self.last_group = group
@@ -275,15 +287,47 @@ class RelayLogWriter:
             return start
         end = self._framer.rows_run_end(events, start)
         if end > start:
-            fd = self._require_open()
-            crash_point("relay_before_append")
             run = events[start:end]
-            size = sum(map(len, run))
-            self._buffer(fd, run, size)
-            crash_point("relay_after_append")
-            self._offset += size
+            self._append_framed(self._require_open(), run, sum(map(len, run)))
             self.last_group = None  # none of them ends a transaction, nor stays in its group
         return end
+
+    def append_transactions(
+        self,
+        events: Sequence[bytes],
+        start: int,
+        *,
+        plain_maps: Container[bytes],
+        lasts: Mapping[int, MariaGtid],
+        limit: int,
+        until_pos: int = 0,
+    ) -> TransactionRun:
+        """Append, from ``events[start]``, the run of whole transactions ``scan_transactions``
+        takes (received events, CRC32s checked by the caller; ``plain_maps``: the TABLE_MAP
+        bodies that need no source fact; ``lasts``, ``limit``, ``until_pos``: see there), as
+        ``append`` would append them one by one, in one step. Returns the run (``end`` is
+        ``start`` when none was taken: outside a transaction's boundary, or the first is not
+        of those shapes); ``last_group`` is then None: the caller takes the run instead."""
+        if self._grouper.in_group:
+            return TransactionRun(start)
+        maps = (self._known_maps, plain_maps)
+        run = scan_transactions(events, start, self._framer, maps, lasts, limit, until_pos)
+        if run.transactions:
+            fd = self._require_open()
+            if armed():  # each event passes the crash points, as ``append`` passes them
+                for i in range(start, run.end):
+                    self._append_framed(fd, events[i : i + 1], len(events[i]))
+            else:
+                self._append_framed(fd, events[start : run.end], run.nbytes)
+            self._boundary = self._grouper.boundary = self._offset
+            self.last_group = None
+        return run
+
+    def _append_framed(self, fd: int, events: Sequence[bytes], size: int) -> None:
+        crash_point("relay_before_append")
+        self._buffer(fd, events, size)
+        crash_point("relay_after_append")
+        self._offset += size
 
     def _verify(self, event: bytes, crc_checked: bool) -> BinlogEvent:
         if len(event) < HEADER_LEN:

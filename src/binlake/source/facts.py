@@ -51,6 +51,8 @@ FACT_FLAGS = int(EventFlag.ARTIFICIAL | EventFlag.IGNORABLE)
 _FSPS = range(7)
 #: Bytes of a TABLE_MAP body before its shape: the table id (6) and flags (2).
 _TABLE_ID_BYTES = 8
+#: At most this many TABLE_MAP bodies are kept in ``plain_maps`` (the rest go event by event).
+_PLAIN_MAPS = 4096
 
 
 class FactRecorder:
@@ -59,6 +61,10 @@ class FactRecorder:
         #: A TABLE_MAP's body after its table id, without the event's CRC32 (which differs for
         #: every event) -> its hints (None: no candidate column).
         self._hints: dict[bytes, ColumnHints | None] = {}
+        #: Whole TABLE_MAP bodies (table id included, no CRC32) that got no facts event: a
+        #: run of transactions may take them without asking
+        #: (``RelayLogWriter.append_transactions``).
+        self.plain_maps: set[bytes] = set()
 
     def after_table_map(self, raw: bytes, ctx: FormatContext) -> bytes | None:
         """The facts event to write right after the TABLE_MAP ``raw`` (None: none needed)."""
@@ -68,6 +74,8 @@ class FactRecorder:
             assert isinstance(payload, TableMap)
             self._hints[key] = self._column_hints(payload)
         fact = self._hints[key]
+        if fact is None and len(self.plain_maps) < _PLAIN_MAPS:
+            self.plain_maps.add(raw[HEADER_LEN : len(raw) - ctx.checksum_len])
         return None if fact is None else _encode(fact, ctx, raw)
 
     def before_query(self, raw: bytes, ctx: FormatContext) -> bytes | None:
@@ -80,6 +88,7 @@ class FactRecorder:
         if payload.keyword in ("BEGIN", "COMMIT", "ROLLBACK", "XA", "SAVEPOINT"):
             return None
         self._hints.clear()
+        self.plain_maps.clear()
         context = StatementContext.of_event(event.header.timestamp, payload)
         zone = context.time.zone
         if zone is None or _OFFSET.match(zone) or payload.keyword != "ALTER":

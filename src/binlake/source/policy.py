@@ -39,6 +39,22 @@ class SyncSchedule:
         if self.oldest is None:
             self.oldest = now
 
+    def on_transactions(self, count: int, now: float) -> None:
+        """``on_transaction`` for ``count`` transactions appended together at ``now``."""
+        if count:
+            self.pending += count
+            if self.oldest is None:
+                self.oldest = now
+
+    @property
+    def room(self) -> int:
+        """How many transactions may be appended before the count falls due (at least 1):
+        a run of transactions appended together stops there, so the fsync comes after the
+        same transaction as when they are appended one by one."""
+        if self.policy is SyncPolicy.EVERY_TRANSACTION:
+            return 1
+        return max(1, self.max_transactions - self.pending)
+
     def due(self, now: float) -> bool:
         if self.pending == 0:
             return False

@@ -43,11 +43,12 @@ from binlake.binlog.transactions import EventGroup
 from binlake.config import Config, ReplicationMode
 from binlake.crashpoints import crash_point
 from binlake.errors import SourceConfigError, SourceError
-from binlake.position import RelayPosition, SourcePosition, at_or_before
+from binlake.position import RelayPosition, SourcePosition, at_or_before, before
 from binlake.relay import INDEX_NAME
 from binlake.relay.handoff import RelayProgress
 from binlake.relay.restart import EMPTY, RestartPoint, SourceTracker
 from binlake.relay.restart import derive_restart_point as derive
+from binlake.relay.runs import TransactionRun
 from binlake.relay.writer import RelayLogWriter
 from binlake.source.client import DumpStart, ServerInfo, SourceConnection
 from binlake.source.facts import FactRecorder
@@ -72,6 +73,7 @@ from binlake.storage.recovery import recover_log
 _HEARTBEAT = int(EventType.HEARTBEAT)
 _QUERY = int(EventType.QUERY)
 _TABLE_MAP = int(EventType.TABLE_MAP)
+_MARIA_GTID = int(EventType.MARIADB_GTID)
 #: Longest wait for the rest of an open transaction after a stop request.
 STOP_GRACE_S = 2.0
 #: Longest wait for events before the loop looks at the stop flag and the clocks again.
@@ -402,6 +404,16 @@ class Receiver:
         at, end = 0, len(batch)
         while at < end:
             raw = batch[at]
+            if raw[4] == _MARIA_GTID:
+                run = self._append_transactions(session, batch, at)
+                if run.transactions:  # whole transactions, up to a boundary
+                    appended += run.end - at
+                    nbytes += run.nbytes
+                    transactions += run.transactions
+                    at = run.end
+                    if self._outcome is not None or stopping():
+                        break
+                    continue
             if raw[4] in run_codes:
                 run_end = append_rows_run(batch, at)  # the client checked their CRC32s
                 if run_end > at:
@@ -420,6 +432,44 @@ class Receiver:
             if self._outcome is not None or (stopping() and not writer.in_transaction):
                 break
         self.progress.count(appended, nbytes, transactions)
+
+    def _append_transactions(
+        self, session: _DumpSession, batch: list[bytes], at: int
+    ) -> TransactionRun:
+        """Append the run of whole small transactions from ``batch[at]`` in one step
+        (``RelayLogWriter.append_transactions``), then follow it as ``_on_group`` follows each
+        group: the tracker, the fsync schedule (the run ends where the count falls due), the
+        target (the run ends at the transaction that reaches it)."""
+        lasts = session.tracker.maria_lasts
+        if lasts is None:
+            return TransactionRun(at)
+        run = session.writer.append_transactions(
+            batch,
+            at,
+            plain_maps=self._facts.plain_maps,
+            lasts=lasts,
+            limit=session.schedule.room,
+            until_pos=self._until_pos(session.tracker.stream),
+        )
+        if run.transactions:
+            session.tracker.on_run(run)
+            now = time.monotonic()
+            session.schedule.on_transactions(run.transactions, now)
+            if session.schedule.due(now):
+                self._sync(session)
+            if self._reached_target(session.tracker.position):
+                self._finish_caught_up(session)
+        return run
+
+    def _until_pos(self, stream: SourcePosition | None) -> int:
+        """The source offset in the stream's current file at which the target is reached (0:
+        not in this file)."""
+        target = self._target
+        if target is None or stream is None:
+            return 0
+        if target.file == stream.file:
+            return target.offset
+        return 1 if before(target, stream) else 0
 
     def _append_event(self, session: _DumpSession, raw: bytes) -> int:
         """Append one event (with the source facts that go beside it); returns 1 when it
