@@ -449,7 +449,7 @@ class Receiver:
             plain_maps=self._facts.plain_maps,
             lasts=lasts,
             limit=session.schedule.room,
-            until_pos=self._until_pos(session.tracker.stream),
+            until_pos=self._until_pos(session.tracker),
         )
         if run.transactions:
             session.tracker.on_run(run)
@@ -461,12 +461,14 @@ class Receiver:
                 self._finish_caught_up(session)
         return run
 
-    def _until_pos(self, stream: SourcePosition | None) -> int:
+    def _until_pos(self, tracker: SourceTracker) -> int:
         """The source offset in the stream's current file at which the target is reached (0:
-        not in this file)."""
-        target = self._target
+        not in this file; 1: reached already, the next transaction ends the run)."""
+        target, stream = self._target, tracker.stream
         if target is None or stream is None:
             return 0
+        if self._reached_target(tracker.position):
+            return 1
         if target.file == stream.file:
             return target.offset
         return 1 if before(target, stream) else 0
