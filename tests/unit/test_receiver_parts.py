@@ -50,6 +50,21 @@ def test_every_transaction_sync_is_due_after_each_transaction() -> None:
     assert schedule.due(0.0)
 
 
+def test_a_run_of_transactions_has_room_up_to_the_count_that_falls_due() -> None:
+    schedule = grouped(interval_s=60.0, most=5)
+    assert schedule.room == 5
+    schedule.on_transactions(0, 1.0)
+    assert schedule.oldest is None and not schedule.due(1.0)
+    schedule.on_transactions(3, 1.0)
+    assert (schedule.room, schedule.due(1.0), schedule.oldest) == (2, False, 1.0)
+    schedule.on_transactions(2, 2.0)
+    assert schedule.due(2.0) and schedule.room == 1 and schedule.oldest == 1.0
+    schedule.on_synced()
+    assert schedule.room == 5
+    every = SyncSchedule(SyncPolicy.EVERY_TRANSACTION, 60.0, 1000)
+    assert every.room == 1
+
+
 def test_backoff_doubles_up_to_the_cap_with_jitter_in_the_upper_half() -> None:
     backoff = Backoff(0.5, 4.0, rng=random.Random(7))
     waits = [backoff.next_wait() for _ in range(6)]
