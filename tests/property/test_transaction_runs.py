@@ -89,7 +89,9 @@ class Outcome:
     error: tuple[int, type[BaseException], str] | None
 
 
-def drive(events: list[bytes], folder: Path, *, runs: bool, limit: int, facts_for: int) -> Outcome:
+def drive(
+    events: list[bytes], folder: Path, *, runs: bool, limit: int, facts_for: int, max_bytes: int
+) -> Outcome:
     """Append ``events`` as the receiver does: transactions in runs (``runs``) or event by
     event; the TABLE_MAPs of table ``facts_for`` need a source fact (never in a run)."""
     writer = RelayLogWriter.open(folder)
@@ -102,7 +104,7 @@ def drive(events: list[bytes], folder: Path, *, runs: bool, limit: int, facts_fo
             raw = events[at]
             if runs and raw[4] == GTID and (lasts := tracker.maria_lasts) is not None:
                 run = writer.append_transactions(
-                    events, at, plain_maps=plain, lasts=lasts, limit=limit
+                    events, at, plain_maps=plain, lasts=lasts, limit=limit, max_bytes=max_bytes
                 )
                 assert run.transactions <= limit
                 if run.transactions:
@@ -147,6 +149,7 @@ def drive(events: list[bytes], folder: Path, *, runs: bool, limit: int, facts_fo
 @given(
     items=ITEMS,
     limit=st.integers(1, 6),
+    max_bytes=st.sampled_from([1, 200, 400, 1 << 20]),
     facts_for=st.sampled_from([0, 8]),
     where=st.integers(0, 200),
     how=st.sampled_from([0, 0, 0, 0, 1, 2]),
@@ -154,14 +157,16 @@ def drive(events: list[bytes], folder: Path, *, runs: bool, limit: int, facts_fo
 def test_a_run_of_transactions_appends_what_the_events_one_by_one_append(
     items: list[tuple[str, int, int, int, bool, int, int]],
     limit: int,
+    max_bytes: int,
     facts_for: int,
     where: int,
     how: int,
 ) -> None:
     events = damaged(stream(items), where, how)
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-        one_by_one = drive(events, Path(a), runs=False, limit=limit, facts_for=facts_for)
-        in_runs = drive(events, Path(b), runs=True, limit=limit, facts_for=facts_for)
+        kwargs = {"limit": limit, "facts_for": facts_for, "max_bytes": max_bytes}
+        one_by_one = drive(events, Path(a), runs=False, **kwargs)
+        in_runs = drive(events, Path(b), runs=True, **kwargs)
     assert in_runs.error == one_by_one.error
     assert in_runs.state == one_by_one.state
     assert in_runs.relay == one_by_one.relay

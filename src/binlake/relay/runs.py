@@ -19,7 +19,7 @@ and the scan takes only what that path would accept with the same outcome
   which the tracker refuses);
 - then rows events and ANNOTATE_ROWS (``EventFramer.rows_run_end``'s checks), and TABLE_MAPs
   whose body the writer framed before in this format context and which need no source fact
-  (``known_maps``, ``plain_maps``);
+  (``EventFramer.table_maps``, ``plain_maps``);
 - closed by an XID of the usual size.
 
 Anything else ends the run before the transaction it is in: the per-event path takes it, and
@@ -133,12 +133,15 @@ def scan_transactions(
     lasts: Mapping[int, MariaGtid],
     limit: int,
     until_pos: int = 0,
+    max_bytes: int = 1 << 20,
 ) -> TransactionRun:
     """The run of whole transactions from ``events[start]`` (see the module docstring), in
-    ``framer``'s format context. ``maps``: the TABLE_MAP bodies the writer framed before, and
-    those that need no source fact. ``lasts``: the GTID state before the run (per domain, the
-    last GTID). At most ``limit`` transactions; the run ends after the first that reaches
-    source offset ``until_pos`` in its file (0: no such end)."""
+    ``framer``'s format context. ``maps``: the TABLE_MAP bodies ``framer`` decoded before
+    (``EventFramer.table_maps``), and those that need no source fact. ``lasts``: the GTID
+    state before the run (per domain, the last GTID). At most ``limit`` transactions; the run
+    ends after the first that reaches source offset ``until_pos`` in its file (0: no such
+    end), or that brings it to ``max_bytes`` (so a run is handed to the disk in pieces of the
+    writer's usual size)."""
     run = TransactionRun(start)
     trailer = framer.context.checksum_len
     domain = server = seq = -1  # the current domain's last GTID in the run (-1: none yet)
@@ -162,7 +165,7 @@ def scan_transactions(
         domain, server, seq = g_domain, g_server, g_seq
         _take(run, events, at, end, gtid)
         at = end
-        if until_pos and run.max_pos >= until_pos:
+        if (until_pos and run.max_pos >= until_pos) or run.nbytes >= max_bytes:
             break
     if domain >= 0 and run.transactions:
         run.gtids[domain] = (server, seq)

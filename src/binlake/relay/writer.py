@@ -64,7 +64,6 @@ from binlake.binlog.codec import BinlogEvent, EventFramer, decode_event, encode_
 from binlake.binlog.constants import HEADER_LEN, MAGIC, ChecksumAlg, EventFlag
 from binlake.binlog.errors import BinlakeError, TruncatedEventError
 from binlake.binlog.format import FormatContext, flavor_of
-from binlake.binlog.tablemap import TableMap
 from binlake.binlog.transactions import EventGroup, TransactionGrouper
 from binlake.crashpoints import armed, crash_point, die, should_crash
 from binlake.errors import RelayLogStateError
@@ -85,8 +84,6 @@ DEFAULT_MAX_FILE_SIZE = 128 * 1024 * 1024
 FLUSH_BYTES = 1 << 20
 #: Where an event's type code is (in its common header).
 _TYPE_AT = 4
-#: At most this many TABLE_MAP bodies are remembered as framed (``append_transactions``).
-_KNOWN_MAPS = 4096
 
 #: The post-header lengths of a MariaDB 10.11 FORMAT_DESCRIPTION (event types 1..171).
 MARIADB_10_11_POST_HEADER_LENGTHS = bytes.fromhex(
@@ -156,8 +153,6 @@ class RelayLogWriter:
         self._framer = EventFramer(self._ctx)
         self._source_fde: bytes | None = None
         self._grouper = TransactionGrouper(ends_only=True)
-        #: TABLE_MAP bodies framed in the current format context (``append_transactions``).
-        self._known_maps: set[bytes] = set()
         self._synced: RelayPosition | None = None
         self._failed: BinlakeError | None = None
         self._pending: list[bytes] = []
@@ -265,13 +260,9 @@ class RelayLogWriter:
         self._buffer(fd, (event,), len(event))
         crash_point("relay_after_append")
         self._offset += len(event)
-        payload = decoded.payload
-        if type(payload) is FormatContext:
-            self._ctx = self._framer.context = payload
+        if type(decoded.payload) is FormatContext:
+            self._ctx = self._framer.context = decoded.payload
             self._source_fde = bytes(event)
-            self._known_maps = set()
-        elif type(payload) is TableMap and len(self._known_maps) < _KNOWN_MAPS:
-            self._known_maps.add(event[HEADER_LEN : len(event) - self._ctx.checksum_len])
         if group is not None:
             self._boundary = self._offset
         self.last_group = group
@@ -301,17 +292,21 @@ class RelayLogWriter:
         lasts: Mapping[int, MariaGtid],
         limit: int,
         until_pos: int = 0,
+        max_bytes: int = FLUSH_BYTES,
     ) -> TransactionRun:
         """Append, from ``events[start]``, the run of whole transactions ``scan_transactions``
         takes (received events, CRC32s checked by the caller; ``plain_maps``: the TABLE_MAP
-        bodies that need no source fact; ``lasts``, ``limit``, ``until_pos``: see there), as
+        bodies that need no source fact; ``lasts``, ``limit``, ``until_pos``, ``max_bytes``: see
+        there), as
         ``append`` would append them one by one, in one step. Returns the run (``end`` is
         ``start`` when none was taken: outside a transaction's boundary, or the first is not
         of those shapes); ``last_group`` is then None: the caller takes the run instead."""
         if self._grouper.in_group:
             return TransactionRun(start)
-        maps = (self._known_maps, plain_maps)
-        run = scan_transactions(events, start, self._framer, maps, lasts, limit, until_pos)
+        maps = (self._framer.table_maps, plain_maps)
+        run = scan_transactions(
+            events, start, self._framer, maps, lasts, limit, until_pos, max_bytes
+        )
         if run.transactions:
             fd = self._require_open()
             if armed():  # each event passes the crash points, as ``append`` passes them
