@@ -116,6 +116,44 @@ def test_a_copied_chunk_file_is_cut_into_row_groups_of_the_tables_size(tmp_path:
     assert path is not None and pq.ParquetFile(path).metadata.num_row_groups == 1
 
 
+def test_a_chunk_file_keeps_dictionaries_only_where_they_make_the_first_page_smaller(
+    tmp_path: Path,
+) -> None:
+    """As Iceberg's writer (parquet-mr) decides at a column's first page: distinct keys, text
+    and decimals are written plain, a column of few values with a dictionary; the values read
+    back are the same either way."""
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), False),
+            pa.field("v", pa.string()),
+            pa.field("n", pa.decimal128(20, 0)),
+            pa.field("few", pa.string()),
+            pa.field("empty", pa.int64()),
+        ]
+    )
+    rows = 30_000
+    columns = [
+        pa.array(range(rows), pa.int32()),
+        pa.array([f"value {i}" for i in range(rows)]),
+        pa.array([Decimal(2**64 - i) for i in range(rows)], pa.decimal128(20, 0)),
+        pa.array([("red", "green", None)[i % 3] for i in range(rows)]),
+        pa.array([None] * rows, pa.int64()),
+    ]
+    batch = pa.record_batch(columns, schema=schema)
+    target = FileTarget(str(tmp_path), "binlake-copy-d", schema, {"max_rows_per_page": 20000})
+    path, _size, written = write_chunk_file(target, 1, "a", iter([batch]))
+    assert path is not None and written == rows
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    dictionary = {
+        group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(5)
+    }
+    assert dictionary == {"id": False, "v": False, "n": False, "few": True, "empty": False}
+    assert pq.read_table(path).equals(pa.Table.from_batches([batch]))
+    assert chunk_files.with_dictionaries({"use_dictionary": True}, batch) == {
+        "use_dictionary": True
+    }
+
+
 def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: CopyColumn) -> ChunkPlan:
     files = FileTarget("/nowhere", "binlake-copy-x", pa.schema([]))
     return ChunkPlan("db", "t", columns, key, ranges, (), files)
