@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import itertools
 import json
 import pickle
+import sys
+import zipfile
+import zipimport
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +38,7 @@ from binlake.lake.catalog.snapshot_progress import (
     encode_key,
     progress_of,
 )
+from binlake.lake.spark.chunk_jobs import steady_zip_imports
 from binlake.lake.write.delta_files import DeltaLayout, parse_layout
 from binlake.position import SourcePosition
 from binlake.snapshot import chunk_files
@@ -152,6 +157,26 @@ def test_a_chunk_file_keeps_dictionaries_only_where_they_make_the_first_page_sma
     assert chunk_files.with_dictionaries({"use_dictionary": True}, batch) == {
         "use_dictionary": True
     }
+
+
+def test_chunk_tasks_keep_their_zip_importers_from_rereading_archives(tmp_path: Path) -> None:
+    """pyspark's worker invalidates import caches before every task; the zip importers a chunk
+    task's worker holds keep the directory they read (Spark's archives do not change)."""
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("lib_module.py", "X = 1\n")
+    importer = zipimport.zipimporter(str(archive))
+    key = f"{archive}/"
+    sys.path_importer_cache[key] = importer
+    try:
+        steady_zip_imports()
+        with zipfile.ZipFile(archive, "a") as zipped:
+            zipped.writestr("other_module.py", "Y = 2\n")
+        importlib.invalidate_caches()
+        assert importer.find_spec("lib_module") is not None
+        assert importer.find_spec("other_module") is None  # the directory read before stays
+    finally:
+        del sys.path_importer_cache[key]
 
 
 def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: CopyColumn) -> ChunkPlan:
