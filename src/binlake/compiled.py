@@ -64,13 +64,16 @@ COMPILED_MODULES: Final = (
 )
 #: Extensions written in C (issue #37: where mypyc cannot reach), each built from the ``.c`` beside
 #: its Python twin: row images decoded from a plan (``binlog/rowplan.py``), events framed
-#: (``binlog/stream.py``), a row's JSON text for `binlake binlog dump --rows` (``cli/render.py``).
+#: (``binlog/stream.py``), a row's JSON text for `binlake binlog dump --rows` (``cli/render.py``),
+#: a snapshot chunk's packet framing, Arrow binary views and date-time text
+#: (``snapshot/result_set.py``, ``cells.py``, ``decode.py``).
 #: Recorded and refused when stale like the mypyc modules: their users import them only when the
 #: compiled modules run.
 NATIVE_MODULES: Final = (
     "binlake.binlog._rowimage",
     "binlake.binlog._frame",
     "binlake.cli._rowtext",
+    "binlake.snapshot._textcells",
 )
 #: Every extension a build makes: the compiled modules' and the native ones.
 BUILT_MODULES: Final = COMPILED_MODULES + NATIVE_MODULES

@@ -104,7 +104,7 @@ def prepare(
         )
         cursor.execute("CREATE TABLE loose (a INT, b TEXT)")
         cursor.execute("INSERT INTO loose SELECT seq MOD 3, 'x' FROM seq_1_to_500")
-    snapshot = f"chunk_rows = {chunk_rows}\n"
+    snapshot = f"chunk_rows = {chunk_rows}\ncommit_every_s = 0\n"  # a commit per chunk
     return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 

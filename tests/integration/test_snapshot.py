@@ -74,7 +74,8 @@ def snapshot_config(
     target: TargetSetup | None = None,
     chunk_rows: int = CHUNK_ROWS,
 ) -> Path:
-    snapshot = f"chunk_rows = {chunk_rows}\n"
+    # a commit per finished chunk (no pause between commits): the tests count them
+    snapshot = f"chunk_rows = {chunk_rows}\ncommit_every_s = 0\n"
     return config_for(tmp_path, source, spark, database, snapshot=snapshot, target=target)
 
 

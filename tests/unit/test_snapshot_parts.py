@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import itertools
 import json
 import pickle
+import sys
+import zipfile
+import zipimport
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -34,6 +38,7 @@ from binlake.lake.catalog.snapshot_progress import (
     encode_key,
     progress_of,
 )
+from binlake.lake.spark.chunk_jobs import steady_zip_imports
 from binlake.lake.write.delta_files import DeltaLayout, parse_layout
 from binlake.position import SourcePosition
 from binlake.snapshot import chunk_files
@@ -114,6 +119,64 @@ def test_a_copied_chunk_file_is_cut_into_row_groups_of_the_tables_size(tmp_path:
     large = chunk_file_target(str(tmp_path), "binlake-copy-y", _id_layout({}))
     path, _size, rows = write_chunk_file(large, 1, "a", iter(batches))
     assert path is not None and pq.ParquetFile(path).metadata.num_row_groups == 1
+
+
+def test_a_chunk_file_keeps_dictionaries_only_where_they_make_the_first_page_smaller(
+    tmp_path: Path,
+) -> None:
+    """As Iceberg's writer (parquet-mr) decides at a column's first page: distinct keys, text
+    and decimals are written plain, a column of few values with a dictionary; the values read
+    back are the same either way."""
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int32(), False),
+            pa.field("v", pa.string()),
+            pa.field("n", pa.decimal128(20, 0)),
+            pa.field("few", pa.string()),
+            pa.field("empty", pa.int64()),
+        ]
+    )
+    rows = 30_000
+    columns = [
+        pa.array(range(rows), pa.int32()),
+        pa.array([f"value {i}" for i in range(rows)]),
+        pa.array([Decimal(2**64 - i) for i in range(rows)], pa.decimal128(20, 0)),
+        pa.array([("red", "green", None)[i % 3] for i in range(rows)]),
+        pa.array([None] * rows, pa.int64()),
+    ]
+    batch = pa.record_batch(columns, schema=schema)
+    target = FileTarget(str(tmp_path), "binlake-copy-d", schema, {"max_rows_per_page": 20000})
+    path, _size, written = write_chunk_file(target, 1, "a", iter([batch]))
+    assert path is not None and written == rows
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    dictionary = {
+        group.column(i).path_in_schema: group.column(i).has_dictionary_page for i in range(5)
+    }
+    assert dictionary == {"id": False, "v": False, "n": False, "few": True, "empty": False}
+    assert pq.read_table(path).equals(pa.Table.from_batches([batch]))
+    assert chunk_files.with_dictionaries({"use_dictionary": True}, batch) == {
+        "use_dictionary": True
+    }
+
+
+def test_chunk_tasks_keep_their_zip_importers_from_rereading_archives(tmp_path: Path) -> None:
+    """pyspark's worker invalidates import caches before every task; the zip importers a chunk
+    task's worker holds keep the directory they read (Spark's archives do not change)."""
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("lib_module.py", "X = 1\n")
+    importer = zipimport.zipimporter(str(archive))
+    key = f"{archive}/"
+    sys.path_importer_cache[key] = importer
+    try:
+        steady_zip_imports()
+        with zipfile.ZipFile(archive, "a") as zipped:
+            zipped.writestr("other_module.py", "Y = 2\n")
+        importlib.invalidate_caches()
+        assert importer.find_spec("lib_module") is not None
+        assert importer.find_spec("other_module") is None  # the directory read before stays
+    finally:
+        del sys.path_importer_cache[key]
 
 
 def _plan(key: str, ranges: tuple[KeyRange, ...], *columns: CopyColumn) -> ChunkPlan:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from binlake.config.section import Section, setting
-from binlake.config.values import bool_value, int_value
+from binlake.config.values import bool_value, float_value, int_value
 
 __all__ = ["SnapshotConfig"]
 
@@ -22,12 +22,20 @@ class SnapshotConfig(Section):
         True,
         "on a new state folder, copy every included table's existing rows before streaming",
     )
-    #: Rows per chunk: one consistent read and one Iceberg commit each.
+    #: Rows per chunk: one SELECT and one Parquet file each.
     chunk_rows: int = setting(
         "int",
         int_value(1, 10_000_000),
         50_000,
-        "rows per snapshot chunk: one consistent read and one Iceberg commit each",
+        "rows per snapshot chunk: one SELECT and one Parquet file each",
+    )
+    #: A copy's finished chunks are committed at most this often (0: as each finishes).
+    commit_every_s: float = setting(
+        "float",
+        float_value(0.0, 3600.0, low_open=False),
+        2.0,
+        "a copy commits the chunks finished in key order at most every commit_every_s "
+        "seconds (and at its end); 0: as soon as they finish",
     )
     #: Small tables copied together make and commit their Iceberg tables on this many threads.
     group_threads: int = setting(

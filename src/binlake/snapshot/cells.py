@@ -24,7 +24,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
 from binlake.errors import SourceProtocolError
-from binlake.snapshot.result_set import PADDING, RowBlock
+from binlake.snapshot.result_set import NATIVE, PADDING, RowBlock
 
 NULL_MARK: Final = 0xFB
 #: 0xFC, 0xFD, 0xFE: a 2-, 3- or 8-byte length follows.
@@ -114,7 +114,24 @@ def _long_lengths(
 
 
 def as_binary_view(cells: Cells) -> pa.Array:
-    """The cells as an Arrow ``binary_view`` array over the block's bytes (no copy of values)."""
+    """The cells as an Arrow ``binary_view`` array over the block's bytes (no copy of values);
+    the views written in C when ``NATIVE`` is loaded, else by ``binary_views``."""
+    if NATIVE is None:
+        views = binary_views(cells)
+    else:
+        if len(cells.lengths) and cells.lengths.max() >= 1 << 31:
+            raise SourceProtocolError("a cell of 2 GiB or more")
+        try:
+            views = NATIVE.views(cells.data, cells.starts, cells.lengths)
+        except ValueError as error:
+            raise SourceProtocolError(str(error)) from None
+    buffers = [cells.validity(), pa.py_buffer(views), pa.py_buffer(cells.data)]
+    return pa.Array.from_buffers(pa.binary_view(), cells.rows, buffers)
+
+
+def binary_views(cells: Cells) -> npt.NDArray[np.uint8]:
+    """The 16-byte Arrow views of the cells, with numpy (``_textcells.views``' reference):
+    length, then the value inline (up to 12 bytes) or its 4-byte prefix, buffer 0, offset."""
     n = cells.rows
     lengths = cells.lengths
     views = np.zeros((n, 16), dtype=np.uint8)
@@ -130,5 +147,4 @@ def as_binary_view(cells: Cells) -> pa.Array:
             raise SourceProtocolError("a cell of 2 GiB or more")
         words[long, 2] = 0  # buffer 0 (the prefix, bytes 4-7, is already in place)
         words[long, 3] = cells.starts[long]
-    buffers = [cells.validity(), pa.py_buffer(views), pa.py_buffer(cells.data)]
-    return pa.Array.from_buffers(pa.binary_view(), n, buffers)
+    return views

@@ -30,11 +30,12 @@ import contextlib
 import itertools
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from binlake.errors import ApplyError, FileAccessError
@@ -78,6 +79,7 @@ def write_chunk_file(
     name = target.name(chunk, attempt)
     local = local_path(target.data_dir)
     fitted = (_fit(batch, target.schema) for batch in itertools.chain([first], batches))
+    target = replace(target, options=with_dictionaries(target.options, first))
     if local is not None:
         path = local / name
         size, rows = _write_local(path, target, fitted)
@@ -94,6 +96,54 @@ def local_path(data_dir: str) -> Path | None:
         return Path("/" + rest.lstrip("/"))
     if "://" not in data_dir:
         return Path(data_dir)
+    return None
+
+
+def with_dictionaries(options: Mapping[str, Any], first: pa.RecordBatch) -> dict[str, Any]:
+    """``options`` with ``use_dictionary`` naming the columns whose first page a dictionary
+    makes smaller (``dictionary_pays``), unless the options already choose."""
+    if "use_dictionary" in options:
+        return dict(options)
+    rows = int(options.get("max_rows_per_page", 20000))
+    page = first.slice(0, rows)
+    names = [
+        f.name
+        for f, column in zip(page.schema, page.columns, strict=True)
+        if dictionary_pays(column)
+    ]
+    return {**options, "use_dictionary": names}
+
+
+def dictionary_pays(values: pa.Array) -> bool:
+    """Whether dictionary encoding makes ``values`` (a column's first page) smaller than plain
+    encoding: parquet-mr's test, which Iceberg's writer applies at the end of a column's first
+    page (dictionary plus bit-packed indices against plain; it falls back to plain otherwise).
+    pyarrow has no such test: it keeps a dictionary until it reaches its size limit, which for
+    a column of distinct values costs a dictionary as large as the values plus the indices
+    (measured on the snapshot benchmark's table: 2.4x the file, 2.7x the writer's CPU)."""
+    present = values.drop_null()
+    count = len(present)
+    kind = values.type
+    if count == 0 or pa.types.is_boolean(kind) or pa.types.is_dictionary(kind):
+        return False
+    distinct = pc.unique(present)
+    width = _plain_width(kind)
+    if width is None:  # strings and binaries: a 4-byte length before each value
+        plain = 4 * count + int(pc.sum(pc.binary_length(present)).as_py() or 0)
+        dictionary = 4 * len(distinct) + int(pc.sum(pc.binary_length(distinct)).as_py() or 0)
+    else:
+        plain, dictionary = width * count, width * len(distinct)
+    indices = (count * max(1, (len(distinct) - 1).bit_length()) + 7) // 8
+    return dictionary + indices < plain
+
+
+def _plain_width(kind: pa.DataType) -> int | None:
+    """Bytes per value of a fixed-width column in plain encoding (None: variable width)."""
+    if pa.types.is_decimal(kind):  # INT32, INT64 (store_decimal_as_integer), else fixed bytes
+        digits = int(kind.precision)
+        return 4 if digits <= 9 else 8 if digits <= 18 else (digits * 3322 // 1000 + 9) // 8
+    if isinstance(kind, pa.FixedSizeBinaryType) or pa.types.is_primitive(kind):
+        return max(1, int(kind.bit_width) // 8)
     return None
 
 

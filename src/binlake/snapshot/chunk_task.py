@@ -56,7 +56,7 @@ from binlake.snapshot.decode import ZeroDates, decoder
 from binlake.snapshot.positions import Flavor, run_statement, task_position
 from binlake.snapshot.result_set import ColumnPacket, TextResultReader
 from binlake.source.errmap import map_pymysql_error
-from binlake.source.settings import ConnectionSettings, connect_args, connection_settings
+from binlake.source.settings import ConnectionSettings, connection_settings, open_connection
 
 #: MySQL column-definition flag: UNSIGNED.
 UNSIGNED_FLAG: Final = 32
@@ -121,13 +121,14 @@ class ChunkSource:
 
     def connect(self) -> Any:
         """A connection for one chunk (retried with backoff while the source is unreachable,
-        up to ``connect_window_s``)."""
+        up to ``connect_window_s``; ``open_connection``: the TLS context PyMySQL prepares is
+        built once per executor process, not at every chunk)."""
         settings = replace(self.settings, password=self.password())
         deadline = time.monotonic() + self.connect_window_s
         wait = 0.2
         while True:
             try:
-                return pymysql.connect(**{**connect_args(settings), "autocommit": True})
+                return open_connection(settings)
             except (pymysql.err.MySQLError, RuntimeError, OSError) as exc:
                 error = map_pymysql_error(exc, settings, during="connect")
             if isinstance(error, SourceAuthError) or time.monotonic() + wait > deadline:

@@ -9,7 +9,8 @@ task reads its key range in a plain autocommit SELECT with binlake's own result-
 decodes it column by column and writes one Parquet file of the table (``chunk_task``,
 ``chunk_files``), and reports (path, rows, zero dates). As tasks finish, the driver commits the
 files of the chunks done so far *in key order* (the longest finished prefix: a chunk finishing
-early waits for those before it) in one Iceberg commit through the lake's one file-commit path,
+early waits for those before it; chunks finished within ``[snapshot] commit_every_s`` of the
+last commit wait for the next one) in one Iceberg commit through the lake's one file-commit path,
 the row delta's (``binlake.lake.write.row_delta``: ``stage_stored``, then ``commit``, as streaming's
 batches commit), carrying ``binlake.position`` = ``low`` and ``binlake.snapshot`` =
 ``{id, next, rows, done}`` (``lake.snapshot_progress``): data and progress are one atomic
@@ -138,11 +139,13 @@ class TableCopier:
         chunk_rows: int,
         cores: int,
         console: Console,
+        commit_every_s: float = 0.0,
         stop: threading.Event | None = None,
         on_progress: CopyProgressSink | None = None,
     ) -> None:
         self.spark, self.lake, self.reads, self.source = spark, lake, reads, source
         self.chunk_rows, self.cores = chunk_rows, cores
+        self.commit_every_s = commit_every_s
         self.console = console
         self.stop = stop or threading.Event()
         self.writer = RowDeltaWriter(spark)
@@ -405,6 +408,7 @@ class _Run:
         self._pending: dict[int, ChunkRecord] = {}
         self._next = 0
         self._files: list[str] = []
+        self._committed_at = time.monotonic()
         self._progress = CopyProgress(
             copier.console,
             str(entry.table),
@@ -426,6 +430,7 @@ class _Run:
                 return
             try:
                 outcome = job.run(self._arrived)
+                self._commit_ready(now=True)  # the finished chunks a pause held back
             except BaseException:  # a commit failed: no task may go on writing files
                 job.cancel()
                 raise
@@ -457,8 +462,9 @@ class _Run:
             sink.line = f"snapshot {self.entry.table}: {self._progress.line()}"
         self._commit_ready()
 
-    def _commit_ready(self) -> None:
-        """Commit the files of the chunks finished in key order since the last commit."""
+    def _commit_ready(self, *, now: bool = False) -> None:
+        """Commit the files of the chunks finished in key order since the last commit, unless
+        the last one ended less than ``commit_every_s`` ago (``now``: whatever the pause)."""
         start = self._next
         while self._next in self._pending:
             record = self._pending.pop(self._next)
@@ -469,14 +475,17 @@ class _Run:
             for column, count in record.zero_dates.items():
                 self.zero_dates[f"{self.entry.table}.{column}"] += count
             self._next += 1
-        if self._next == start or not self._files:
+        if (self._next == start and not now) or not self._files:
             return  # nothing new, or only empty chunks: the next commit covers them
+        if not now and time.monotonic() - self._committed_at < self.copier.commit_every_s:
+            return  # committed with the chunks that finish after the pause
         ranges = self.plan.ranges
         following = ranges[self._next].lower if self._next < len(ranges) else None
         self._commit(self._files, None if following is None else (following,), done=False)
         self.committed += len(self._files)
         self.committed_paths += self._files
         self._files = []
+        self._committed_at = time.monotonic()
 
     def stored_paths(self) -> list[str]:
         """The files of this run's chunks: committed, or to be committed by ``finish``

@@ -19,7 +19,9 @@ DATE, DATETIME(fsp)             date, timestamp         numpy on the fixed-width
 TIMESTAMP(fsp)                  timestamptz (UTC)       calendar check, days from civil; zero,
                                                         partly zero and invalid dates (and year
                                                         0, which Python cannot hold) -> null,
-                                                        counted; TIMESTAMP read in a UTC session
+                                                        counted; TIMESTAMP read in a UTC session;
+                                                        in C (``_textcells.temporal``) when the
+                                                        compiled modules run
 TIME(fsp)                       long (microseconds)     numpy (sign, 2-3 hour digits, fraction)
 text in utf8mb3/utf8mb4         string                  Arrow cast binary -> string (validates
 (CHAR..TEXT, ENUM, SET, JSON)                           UTF-8: invalid bytes are an error)
@@ -52,6 +54,7 @@ from binlake.binlog.values import Geometry
 from binlake.errors import ValueDecodeError
 from binlake.snapshot.cells import Cells, Ints, Mask, as_binary_view
 from binlake.snapshot.columns import GEOMETRY_KINDS, UTF8_CHARSETS, CopyColumn
+from binlake.snapshot.result_set import NATIVE
 from binlake.typemap import geometry_wkb
 
 _DAYS_IN_MONTH: Final = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
@@ -194,23 +197,46 @@ def _validity(nulls: Mask) -> pa.Buffer | None:
 
 
 def _dates(cells: Cells, spec: CopyColumn, zero: ZeroDates) -> pa.Array:
-    days, valid = _calendar_days(_fixed_text(cells, spec, 10))
-    nulls = _nulls_for_invalid(cells, valid, spec, zero)
-    values = np.where(nulls, 0, days).astype(np.int32)
+    days, nulls = _temporal(cells, spec, 10, zero)
+    values = days.astype(np.int32)
     return pa.Array.from_buffers(pa.date32(), cells.rows, [_validity(nulls), pa.py_buffer(values)])
 
 
 def _timestamps(cells: Cells, spec: CopyColumn, target: pa.DataType, zero: ZeroDates) -> pa.Array:
     fsp = spec.fsp
-    matrix = _fixed_text(cells, spec, 19 + (fsp + 1 if fsp else 0))
+    values, nulls = _temporal(cells, spec, 19 + (fsp + 1 if fsp else 0), zero)
+    return pa.Array.from_buffers(target, cells.rows, [_validity(nulls), pa.py_buffer(values)])
+
+
+def _temporal(cells: Cells, spec: CopyColumn, width: int, zero: ZeroDates) -> tuple[Ints, Mask]:
+    """Days (``width`` 10) or microseconds of each cell, 0 where it is NULL or no calendar
+    date (counted in ``zero``), and those rows: in C (``_textcells.temporal``) when it is
+    loaded and every cell is well formed, else with numpy (``temporal_values``), which raises
+    the typed error of a malformed cell."""
+    found = None
+    if NATIVE is not None:
+        found = NATIVE.temporal(cells.data, cells.starts, cells.lengths, cells.nulls, width)
+    if found is None:
+        values, valid = temporal_values(cells, spec, width)
+    else:
+        values, valid = np.frombuffer(found[0], np.int64), ~np.frombuffer(found[1], np.bool_)
+    nulls = _nulls_for_invalid(cells, valid, spec, zero)
+    return np.where(nulls, 0, values), nulls
+
+
+def temporal_values(cells: Cells, spec: CopyColumn, width: int) -> tuple[Ints, Mask]:
+    """Days (``width`` 10: DATE) or microseconds (DATETIME, TIMESTAMP: 19, or 21 to 26 with a
+    fraction) of each cell, and which cells hold a calendar date (``_textcells.temporal``'s
+    reference; NULL cells' values are garbage: masked by the caller)."""
+    matrix = _fixed_text(cells, spec, width)
     days, valid = _calendar_days(matrix)
+    if width == 10:
+        return days, valid
     clock = _field(matrix, _HOUR) * 3600 + _field(matrix, _MINUTE) * 60 + _field(matrix, _SECOND)
     micros = clock * 1_000_000
-    if fsp:
-        micros += _field(matrix, (20, fsp)) * 10 ** (6 - fsp)
-    nulls = _nulls_for_invalid(cells, valid, spec, zero)
-    values = np.where(nulls, 0, days * _MICROS_PER_DAY + micros)
-    return pa.Array.from_buffers(target, cells.rows, [_validity(nulls), pa.py_buffer(values)])
+    if width > 19:
+        micros += _field(matrix, (20, width - 20)) * 10 ** (26 - width)
+    return days * _MICROS_PER_DAY + micros, valid
 
 
 def _digits(cells: Cells, offset: int, count: int) -> Ints:

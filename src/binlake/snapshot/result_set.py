@@ -23,16 +23,32 @@ Framing is checked, never trusted:
 
 from __future__ import annotations
 
+import importlib
 import socket
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from binlake.binlog import rowplan
 from binlake.errors import SourceConnectionLostError, SourceError, SourceProtocolError
+
+
+def load_native() -> ModuleType | None:
+    """The C twin of the framing loop here and of ``cells.binary_views`` (``_textcells.c``) when
+    this process runs the compiled modules, else None (``rowplan.NATIVE`` tells: the build
+    record names ``_textcells.c`` too, so a current build has both and a stale one neither)."""
+    if rowplan.NATIVE is None:
+        return None
+    return importlib.import_module("binlake.snapshot._textcells")
+
+
+#: The C extension, or None: pure Python (``BINLAKE_PURE_PYTHON=1``, no build, a stale build).
+NATIVE: Final = load_native()
 
 COM_QUERY: Final = 0x03
 MAX_PAYLOAD: Final = 0xFFFFFF
@@ -138,34 +154,26 @@ class TextResultReader:
         have = self._end - self._start
         return have >= 4 and 4 + (_u32(self._buf, self._start)[0] & 0xFFFFFF) <= have
 
-    def _frame(self) -> tuple[list[int], int]:
+    def _frame(self) -> tuple[Offsets, int]:
         """Payload offsets of the whole packets buffered from ``_start``, and where the first
-        packet not wholly buffered starts (header reads only: the hot loop)."""
-        buf, end = self._buf, self._end
-        bodies: list[int] = []
-        append = bodies.append
-        pos = self._start
-        try:
-            while True:
-                following = pos + 4 + (buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16)
-                if following > end:
-                    break
-                append(pos + 4)
-                pos = following
-        except IndexError:  # the buffer is full to its last byte
-            pass
-        return bodies, pos
+        packet not wholly buffered starts (header reads only: the hot loop, in C when
+        ``NATIVE`` is loaded)."""
+        if NATIVE is None:
+            bodies, pos = frame_packets(self._buf, self._start, self._end)
+            return np.array(bodies, dtype=np.int64), pos
+        raw, pos = NATIVE.frame(self._buf, self._start, self._end)
+        return np.frombuffer(raw, dtype=np.int64), pos
 
     def _scan(self) -> tuple[RowBlock | None, bool]:
         """The rows among the whole packets buffered now, and whether the result ended."""
         start = self._start
         bodies, pos = self._frame()
-        if not bodies:
+        if not len(bodies):
             if self._end - pos >= 4 and 4 + (_u32(self._buf, pos)[0] & 0xFFFFFF) > len(self._buf):
                 return self._long_row(), False  # larger than the buffer: read piecewise
             return None, False
         data = np.frombuffer(self._view[start:pos], dtype=np.uint8)
-        at = np.array(bodies, dtype=np.int64) - start
+        at = bodies - start
         lengths = _le24(data, at - 4)
         seq = (self._seq + np.arange(len(at), dtype=np.int64)) & 0xFF
         if not np.array_equal(data[at - 1], seq):
@@ -284,6 +292,21 @@ class TextResultReader:
         if code in _LOST_CODES:
             return SourceConnectionLostError(text, code=code)
         return SourceError(text, code=code)
+
+
+def frame_packets(buf: bytearray, start: int, end: int) -> tuple[list[int], int]:
+    """Payload offsets of the whole packets in ``buf[start:end]``, and where the first packet
+    not wholly there starts (``_textcells.frame``'s reference)."""
+    bodies: list[int] = []
+    append = bodies.append
+    pos = start
+    while pos + 4 <= end:
+        following = pos + 4 + (buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16)
+        if following > end:
+            break
+        append(pos + 4)
+        pos = following
+    return bodies, pos
 
 
 def _le24(data: Bytes, at: Offsets) -> Offsets:

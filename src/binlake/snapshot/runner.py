@@ -313,6 +313,7 @@ class SnapshotRunner:
                     reads,
                     source,
                     chunk_rows=self.config.snapshot.chunk_rows,
+                    commit_every_s=self.config.snapshot.commit_every_s,
                     cores=self.cores,
                     console=self.console,
                     stop=self._stop,
