@@ -237,6 +237,32 @@ def test_a_table_dropped_during_its_snapshot_ends_the_copy_and_the_rest_replicat
     change_after_the_first_chunk(tmp_path, source, spark, database, drop, late)
 
 
+def test_a_copy_committing_its_chunks_together_killed_around_that_commit_copies_each_key_once(
+    tmp_path: Path, source: MariaDBSandbox, spark: object
+) -> None:
+    """``[snapshot] commit_every_s`` longer than the copy: each table's four chunks go in one
+    commit at its end. Killed before that commit (the files written are orphans), then right
+    after it (all of a table's chunks in one commit, nothing after it yet): the restart finishes
+    the copy with each key once."""
+    database = "snapcrash_grouped"
+    config = prepare(tmp_path, source, spark, database)
+    text = config.read_text()
+    grouped = text.replace("commit_every_s = 0\n", "commit_every_s = 3600\n")
+    assert grouped != text
+    config.write_text(grouped)
+    killed_at(config, "snapshot_before_chunk:1")
+    assert chunk_ids(config, spark, f"{database}.big") == [], "no commit before the kill"
+    killed_at(config, "snapshot_after_chunk:1")
+    # The plan copies `big` first: its four chunks are the run's first commit, together.
+    assert len(chunk_ids(config, spark, f"{database}.big")) == 1
+    assert chunk_ids(config, spark, f"{database}.loose") == [], "killed before loose's copy"
+    name = lake_target(load_config(config)).lake_table(as_table(f"{database}.big"))
+    assert spark.sql(f"SELECT count(*) FROM {name}").first()[0] == ROWS  # type: ignore[attr-defined]
+    assert_no_key_twice(config, spark, f"{database}.big")
+    finish_and_check(config, spark, database)
+    assert not uncommitted_files(config, spark, f"{database}.big")
+
+
 SMALL_TABLES = 10
 #: A group copy of ten small tables (one Spark job, their commits on four threads) killed: with
 #: three members committed and the fourth's commit starting while others run, right after the
