@@ -116,11 +116,11 @@ def _long_lengths(
 def as_binary_view(cells: Cells) -> pa.Array:
     """The cells as an Arrow ``binary_view`` array over the block's bytes (no copy of values);
     the views written in C when ``NATIVE`` is loaded, else by ``binary_views``."""
+    if len(cells.lengths) and cells.lengths.max() >= 1 << 31:  # a view's length is 32 bits
+        raise SourceProtocolError("a cell of 2 GiB or more")
     if NATIVE is None:
         views = binary_views(cells)
     else:
-        if len(cells.lengths) and cells.lengths.max() >= 1 << 31:
-            raise SourceProtocolError("a cell of 2 GiB or more")
         try:
             views = NATIVE.views(cells.data, cells.starts, cells.lengths)
         except ValueError as error:
@@ -142,9 +142,7 @@ def binary_views(cells: Cells) -> npt.NDArray[np.uint8]:
     inline = np.where(lengths[:, None] > _INLINE_RANGE, inline, 0)
     views[:, 4:16] = inline
     long = np.nonzero(lengths > _INLINE)[0]
-    if len(long):
-        if lengths[long].max() >= 1 << 31:
-            raise SourceProtocolError("a cell of 2 GiB or more")
+    if len(long):  # (cells of 2 GiB or more are refused by the caller)
         words[long, 2] = 0  # buffer 0 (the prefix, bytes 4-7, is already in place)
         words[long, 3] = cells.starts[long]
     return views
