@@ -47,6 +47,7 @@ import time
 from contextlib import closing
 from dataclasses import dataclass, field
 
+from binlake.apply.collector import BatchCollector
 from binlake.apply.copies import StreamingCopies
 from binlake.apply.cuts import CutRecorder
 from binlake.apply.lake_writes import LakeWrites, commit_retry_notice, key_index_notice
@@ -96,6 +97,8 @@ class Applier:
     positions: KeyPositions | None = None
     #: The reading of the relay log under way (None before the start).
     _reading: Reading | None = field(default=None, init=False)
+    #: CPython's cyclic collector, run between batches (``apply.collector``).
+    collector: BatchCollector = field(default_factory=BatchCollector)
 
     def request_stop(self) -> None:
         """Stop after the batch being committed (an open batch is abandoned, never half
@@ -110,6 +113,10 @@ class Applier:
     # ---- the run -----------------------------------------------------------------------------
 
     def run(self) -> ApplyResult:
+        with self.collector:
+            return self._run()
+
+    def _run(self) -> ApplyResult:
         try:
             try:
                 if self._start():
@@ -137,6 +144,7 @@ class Applier:
             if state.durable is not None and not self._read(state.durable):
                 return  # stopped: the open batch is abandoned, read again at the next start
             self._commit(self.reading.due())
+            self.collector.collect_due()
             self._between_batches(state)
             if self.stop.caught_up(state, self.reading.position, copying=self.copies.busy):
                 self._finish(state)
@@ -151,6 +159,7 @@ class Applier:
         with closing(self.reading.groups(durable)) as groups:
             for group in groups:
                 self._commit(self.reading.take(group))
+                self.collector.collect_due()
                 if self.stop.requested:
                     return False
         self.reading.read_all()
