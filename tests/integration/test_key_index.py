@@ -242,7 +242,9 @@ def test_a_delta_put_on_top_of_a_compaction_leaves_the_index_for_the_next_batch_
     """A delta that names no data file and moves no tag, staged before a compaction: Iceberg's
     retry puts it on top of the compaction (``Committed.parent`` is the compaction's snapshot,
     not the base), so the batch's index changes are rolled back and the next batch catches up
-    over both commits: the row the delta wrote is found there and replaced by position."""
+    over both commits: the row the delta wrote is found there and replaced by position (the
+    source's insert is taken as a new key, not looked up: its entry is met when it is put, and
+    the batch is staged again looking up every key)."""
     database = "ki_rebased"
     # The source gets the row after: the replication replaces it by position.
     it = staged_before_compaction(

@@ -79,7 +79,7 @@ class IndexBuilder:
                 "INSERT INTO entries SELECT key, file, pos, crc FROM scratch.rows ORDER BY key"
             )
         except sqlite3.IntegrityError:
-            raise duplicate_key(self.path) from None
+            raise duplicate_key(self.path, "found while indexing its keys") from None
         conn.execute("COMMIT")
         conn.execute("DETACH DATABASE scratch")
         self.scratch.unlink(missing_ok=True)

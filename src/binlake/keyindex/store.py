@@ -305,7 +305,7 @@ class KeyIndex:
                     ((key, file, pos, entry_crc(key, file, pos)) for key, pos in rows),
                 )
             except sqlite3.IntegrityError:
-                raise duplicate_key(self.path) from None
+                raise duplicate_key(self.path, "a key given as new is in its index") from None
             self._delta = (self._delta or 0) + len(rows)
 
     @contextlib.contextmanager
@@ -457,9 +457,9 @@ def insert_file(conn: sqlite3.Connection, file: int, data: IndexedFile) -> None:
     )
 
 
-def duplicate_key(path: Path) -> KeyIndexDuplicateKeyError:
+def duplicate_key(path: Path, detail: str) -> KeyIndexDuplicateKeyError:
     return KeyIndexDuplicateKeyError(
-        "the lake table holds two live rows of one key (found while indexing its keys)",
+        f"the lake table would hold two live rows of one key ({detail})",
         file=str(path),
         reason="duplicate key",
     )

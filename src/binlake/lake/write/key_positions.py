@@ -73,19 +73,26 @@ class BatchPositions:
     """One batch's lookups and index changes (an open transaction of ``index``); the
     ``delta_files.PositionLookup`` a row delta is staged with."""
 
-    def __init__(self, index: KeyIndex, key: Sequence[str]) -> None:
+    def __init__(self, index: KeyIndex, key: Sequence[str], *, look_up_new: bool = False) -> None:
         self.index = index
         self.key = tuple(key)
+        #: Look up the upserted keys not in ``deleted`` too (after ``KeyIndexDuplicateKeyError``).
+        self.look_up_new = look_up_new
         self._files: list[int] = []
         self._positions: list[int] = []
 
     def chunk(self, rows: Sequence[NewRows], deleted: pa.Table | None) -> None:
-        """Look up the chunk's keys (each in one chunk only; ``deleted``: the keys that
-        existed before the batch, upserted again or not): the rows found are deleted by position;
-        an upserted key's entry moves to its new row, a key only deleted leaves."""
+        """Look up the keys the lake may hold (``deleted``: every key of the chunk whose older
+        row must go, upserted again or not; each key in one chunk only): the rows found are
+        deleted by position; an upserted key's entry moves to its new row, a key only deleted
+        leaves. An upserted key not in ``deleted`` cannot be in the lake
+        (``KeyedChanges.lake_exact``): it is not looked up, it gets an entry; if the index held
+        it (another writer's row), ``KeyIndexDuplicateKeyError``, and the caller stages the
+        batch again with ``look_up_new``, which looks up every key."""
         upserted = [self._keys(new.rows) for new in rows]
         new_keys = {key for keys in upserted for key in keys}
-        found = self.index.lookup(list(new_keys.union(self._keys(deleted))))
+        wanted = self._keys(deleted)
+        found = self.index.lookup(list(new_keys.union(wanted)) if self.look_up_new else wanted)
         for file, pos in found.values():
             self._files.append(file)
             self._positions.append(pos)
@@ -148,9 +155,10 @@ class KeyPositions:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def begin(self, target: DeltaTable, table: str) -> BatchPositions:
+    def begin(self, target: DeltaTable, table: str, *, look_up_new: bool = False) -> BatchPositions:
         """The batch's lookups on the table's index, made to match ``target``'s base snapshot,
-        in an open transaction; ``end`` it (always)."""
+        in an open transaction (``look_up_new``: ``BatchPositions.look_up_new``); ``end`` it
+        (always)."""
         uuid = _uuid(target, table)
         lock = self._lock(uuid)
         lock.acquire()
@@ -160,7 +168,7 @@ class KeyPositions:
         except BaseException:
             lock.release()
             raise
-        return BatchPositions(index, target.layout.key)
+        return BatchPositions(index, target.layout.key, look_up_new=look_up_new)
 
     def end(self, batch: BatchPositions, snapshot: int | None) -> None:
         """End ``batch``: commit its changes with the index at ``snapshot`` (the row delta's

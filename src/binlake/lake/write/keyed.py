@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as st
 
 from binlake.crashpoints import crash_point
-from binlake.errors import KeyIndexUntrustedError
+from binlake.errors import KeyIndexDuplicateKeyError, KeyIndexUntrustedError
 from binlake.lake.catalog.write_path import Write, WritePath
 from binlake.lake.schema.sql import quote
 from binlake.lake.spark.frames import dataframe_from_arrow
@@ -124,10 +124,13 @@ class KeyedWriter:
         properties: Mapping[str, str],
         table: str,
     ) -> None:
-        """The row delta with position deletes from the key index (``key_positions``); an
-        index found damaged mid-batch is removed and the batch staged again on a rebuilt one."""
-        for attempt in (1, 2):
-            batch = positions.begin(target, table)
+        """The row delta with position deletes from the key index (``key_positions``); staged
+        again, once each: on a rebuilt index when the index was found damaged mid-batch
+        (removed first), and looking up every upserted key when one the batch took as new was
+        in the index (``BatchPositions.look_up_new``: another writer's row, replaced)."""
+        look_up_new = distrusted = False
+        while True:
+            batch = positions.begin(target, table, look_up_new=look_up_new)
             snapshot = None
             try:
                 staged = self.deltas.stage(
@@ -139,10 +142,17 @@ class KeyedWriter:
                 # On top of another writer's commit that moved rows (Iceberg's retry), the index
                 # stays at the base: the next batch catches it up over both commits.
                 snapshot = positions.committed_at(target, committed, table)
+            except KeyIndexDuplicateKeyError:
+                positions.end(batch, None)
+                if look_up_new:
+                    raise
+                look_up_new = True
+                continue
             except KeyIndexUntrustedError as error:
                 positions.end(batch, None)
-                if attempt == 2:
+                if distrusted:
                     raise
+                distrusted = True
                 positions.distrust(target, error, table)
                 continue
             except BaseException:
