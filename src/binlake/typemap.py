@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from binlake.binlog.constants import ColumnType as T
 from binlake.binlog.names import TableName
+from binlake.binlog.rows import RowChange
 from binlake.binlog.tablemap import TableMap
 from binlake.binlog.values import ABSENT, ColumnSpec, Geometry, ZeroDate, column_spec
 from binlake.errors import SourceConfigError, UnsupportedTypeError
@@ -362,6 +363,19 @@ class RowConverter:
             elif convert is not None:
                 out[index] = convert(value)
         return tuple(out)
+
+    def convert_changes(
+        self, changes: Sequence[RowChange], zero_dates: ZeroDateCounts | None = None
+    ) -> list[RowChange]:
+        """``convert`` of both images of each (before, after) row change."""
+        convert = self.convert
+        return [
+            (
+                None if before is None else convert(before, zero_dates),
+                None if after is None else convert(after, zero_dates),
+            )
+            for before, after in changes
+        ]
 
     def _column_key(self, index: int) -> str:
         return f"{self.schema.source_table}.{self.schema.columns[index].name}"

@@ -1,6 +1,8 @@
 """A batch's net change per key is the same whether it fits in memory or was spilled to disk in
-runs (``binlake.lake.write.spill``) and composed again: for any sequence of inserts, updates (some
-moving the key, some with MINIMAL images) and deletes that a table could have seen."""
+runs (``binlake.lake.write.spill``) and composed again, and whether its rows were taken one by
+one or a rows event at a time (``KeyedChanges.take``, whole images or not): for any sequence of
+inserts, updates (some moving the key, some with MINIMAL images) and deletes that a table could
+have seen."""
 
 from __future__ import annotations
 
@@ -59,8 +61,10 @@ def histories(draw: Any) -> list[tuple[str, tuple[Any, ...], tuple[Any, ...] | N
     return out
 
 
-def net(history: list[Any], *, max_entries: int, lake_exact: bool) -> dict[Any, Any]:
-    changes = KeyedChanges("db.t", NAMES, ("id",), lake_exact=lake_exact, max_entries=max_entries)
+EVENT_KINDS = {"insert": "write", "update": "update", "delete": "delete"}
+
+
+def take_rows(changes: KeyedChanges, history: list[Any]) -> None:
     for kind, first, second in history:
         if kind == "insert":
             changes.insert(first)
@@ -68,14 +72,47 @@ def net(history: list[Any], *, max_entries: int, lake_exact: bool) -> dict[Any, 
             changes.update(first, second)
         else:
             changes.delete(first)
+
+
+def take_events(changes: KeyedChanges, history: list[Any], said_whole: list[bool]) -> None:
+    """``history`` as rows events (runs of one kind), each taken whole when no image lacks a
+    value and ``said_whole`` says so (else by the path for partial images)."""
+    at = 0
+    while at < len(history):
+        kind = history[at][0]
+        end = at
+        while end < len(history) and history[end][0] == kind:
+            end += 1
+        pairs = [
+            (None, first) if kind == "insert" else (first, second)
+            for _, first, second in history[at:end]
+        ]
+        lacks = any(ABSENT in image for pair in pairs for image in pair if image is not None)
+        whole = not lacks and said_whole[at % len(said_whole)]
+        changes.take(EVENT_KINDS[kind], pairs, whole=whole)
+        at = end
+
+
+def net(
+    history: list[Any], *, max_entries: int, lake_exact: bool, said_whole: list[bool] | None = None
+) -> dict[Any, Any]:
+    changes = KeyedChanges("db.t", NAMES, ("id",), lake_exact=lake_exact, max_entries=max_entries)
+    if said_whole is None:
+        take_rows(changes, history)
+    else:
+        take_events(changes, history, said_whole)
+    rows: list[Any] | None = None
     try:
         entries = {key: (op.value, row) for op, row, key in changes.net()}
-        keys = {k["id"] for k in changes.delta(COLUMNS)[1].to_pylist()}
+        absent = changes.has_absent
+        upserted, deleted = changes.delta(COLUMNS)
+        keys = {k["id"] for k in deleted.to_pylist()}
+        rows = upserted.to_pylist()
     except ValueError:  # a row lacks values: MERGE's case, no row delta
         keys = None
     finally:
         changes.close()
-    return {"entries": entries, "deleted": keys}
+    return {"entries": entries, "deleted": keys, "absent": absent, "rows": rows}
 
 
 @settings(max_examples=300, deadline=None)
@@ -88,6 +125,16 @@ def test_spilled_runs_compose_to_the_net_change_memory_gives(
     assert spilled["entries"] == whole["entries"]
     if whole["deleted"] is not None and spilled["deleted"] is not None:
         assert spilled["deleted"] == whole["deleted"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(1, 10_000), st.booleans(), st.lists(st.booleans(), min_size=1))
+def test_rows_events_taken_whole_give_the_net_change_of_their_rows_one_by_one(
+    history: list[Any], max_entries: int, lake_exact: bool, said_whole: list[bool]
+) -> None:
+    by_row = net(history, max_entries=max_entries, lake_exact=lake_exact)
+    by_event = net(history, max_entries=max_entries, lake_exact=lake_exact, said_whole=said_whole)
+    assert by_event == by_row
 
 
 def test_a_key_inserted_in_one_run_and_deleted_in_a_later_one_is_nothing() -> None:

@@ -128,6 +128,16 @@ def test_partial_bitmaps_put_absent_in_the_missing_columns() -> None:
     assert decode_rows(ev, TM) == rows
 
 
+def test_only_full_bitmaps_make_whole_images() -> None:
+    assert make_rows_event("update", TM, [(ROW_1, ROW_2)]).whole_images
+    assert make_rows_event("write", TM, [(None, ROW_1)]).whole_images
+    minimal_after = [(ROW_1, (ABSENT, "x", ABSENT, Decimal("1.00")))]
+    ev = make_rows_event("update", TM, minimal_after, columns_present_after=0b1010)
+    assert not ev.whole_images
+    ev = make_rows_event("delete", TM, [((1, ABSENT, ABSENT, ABSENT), None)], columns_present=1)
+    assert not ev.whole_images
+
+
 def test_update_before_and_after_images_are_paired() -> None:
     ev = make_rows_event("update", TM, [(ROW_1, ROW_2)])
     ((before, after),) = decode_rows(ev, TM)

@@ -229,23 +229,18 @@ class BatchApplier:
         self, changes: Changes, table: LakeTable, rows: TableRows, position: str, group: RelayGroup
     ) -> None:
         hints = table.hints(rows.table_map)
-        convert = row_converter(rows.table_map, hints).convert
+        converter = row_converter(rows.table_map, hints)
         try:  # a set-aside group's rows were just read again from the relay file (plan.AsideRows)
             decoded = decode_rows(rows.event, rows.table_map, hints, offset=rows.offset)
         except BinlakeError as error:
             raise error.with_location(file=group.relay_file) from None
-        kind = rows.event.kind
-        for before, after in decoded:
-            old = convert(before, self.zero_dates) if before is not None else None
-            new = convert(after, self.zero_dates) if after is not None else None
-            if isinstance(changes, ChangeLog):
+        if converter.steps:
+            decoded = converter.convert_changes(decoded, self.zero_dates)
+        if isinstance(changes, ChangeLog):
+            for old, new in decoded:
                 _log(changes, old, new, position)
-            elif kind == "write" and new is not None:
-                changes.insert(new)
-            elif kind == "update" and old is not None and new is not None:
-                changes.update(old, new)
-            elif old is not None:
-                changes.delete(old)
+            return
+        changes.take(rows.event.kind, decoded, whole=rows.event.whole_images)
 
     # ---- DDL -------------------------------------------------------------------------------
 

@@ -95,6 +95,13 @@ class RowsEvent:
     def is_statement_end(self) -> bool:
         return bool(self.flags & RowsFlag.STMT_END)
 
+    @property
+    def whole_images(self) -> bool:
+        """Every row image holds every column (full column bitmaps): no value is ``ABSENT``."""
+        every = (1 << self.column_count) - 1
+        after = self.columns_present_after
+        return self.columns_present == every and (after is None or after == every)
+
 
 class RowsFrame(NamedTuple):
     """A rows event taken in without its images (``frame_rows_event``): what grouping needs.

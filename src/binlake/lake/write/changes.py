@@ -56,6 +56,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 
+from binlake.binlog.rows import RowChange
 from binlake.binlog.values import ABSENT
 from binlake.errors import ApplyError, RowImageError
 from binlake.lake.write import spill
@@ -120,7 +121,8 @@ class KeyedChanges:
         self._net: dict[Row, _Net] = {}
         #: Row changes taken in (not net): for metrics.
         self.changes = 0
-        self._absent: bool | None = None
+        #: Whether some row lacks a value (``has_absent``); None: not known, to be looked at.
+        self._absent: bool | None = False
         #: Entries beyond ``max_entries`` go to disk in runs (``binlake.lake.write.spill``).
         self.max_entries = max_entries if max_entries is not None else spill.MAX_ENTRIES
         self._spill: KeySpill | None = None
@@ -163,6 +165,46 @@ class KeyedChanges:
 
     # ---- taking changes in ----------------------------------------------------------------
 
+    def take(self, kind: str, changes: Sequence[RowChange], *, whole: bool) -> None:
+        """Every (before, after) row change of one rows event of ``kind`` (write, update,
+        delete), in order. ``whole``: every image holds every column (the event's column
+        bitmaps are full), so no value is ``ABSENT``: nothing to fill from another image, and
+        nothing to check."""
+        if not whole:
+            for before, after in changes:
+                if kind == "write" and after is not None:
+                    self.insert(after)
+                elif kind == "update" and before is not None and after is not None:
+                    self.update(before, after)
+                elif before is not None:
+                    self.delete(before)
+            return
+        for before, after in changes:
+            self.changes += 1
+            if kind == "write" and after is not None:
+                key = self._key(after)
+                previous = self._net.get(key)
+                existed = previous.existed if previous is not None else not self.lake_exact
+                self._upsert(key, after, existed=existed, whole=True)
+            elif kind == "update" and before is not None and after is not None:
+                self._update_whole(before, after)
+            elif before is not None:
+                self._delete(self._key(before))
+
+    def _update_whole(self, before: Row, after: Row) -> None:
+        """``update`` of two whole images."""
+        old_key = self._key(before)
+        new_key = self._key(after)
+        if new_key == old_key:
+            previous = self._net.get(old_key)
+            existed = previous.existed if previous is not None else True
+            self._upsert(new_key, after, existed=existed, whole=True)
+            return
+        self._delete(old_key)
+        moved_to = self._net.get(new_key)
+        existed = moved_to.existed if moved_to is not None else not self.lake_exact
+        self._upsert(new_key, after, existed=existed, whole=True)
+
     def insert(self, after: Row) -> None:
         self.changes += 1
         key = self._key(after)
@@ -201,14 +243,16 @@ class KeyedChanges:
             )
         return key
 
-    def _upsert(self, key: Row, row: Row, *, existed: bool) -> None:
+    def _upsert(self, key: Row, row: Row, *, existed: bool, whole: bool = False) -> None:
         self._net[key] = _Net(Op.UPSERT, row, existed)
-        self._absent = None
+        if not whole or self._absent:  # a whole row lacks nothing: none known stays none
+            self._absent = None
         if len(self._net) > self.max_entries:
             self._spill_run()
 
     def _delete(self, key: Row) -> None:
-        self._absent = None
+        if self._absent:  # a delete takes a row away, it never brings one that lacks values
+            self._absent = None
         previous = self._net.get(key)
         if previous is not None and not previous.existed:
             del self._net[key]  # inserted in this batch: nothing reaches the lake
@@ -275,7 +319,7 @@ class KeyedChanges:
         Refused when a row lacks a value (``has_absent``: only MERGE can keep the lake's)."""
         chunks = list(self.delta_chunks(columns))
         if not chunks:
-            rows, keys = self._delta_arrays([], columns)
+            rows, keys = self._delta_arrays([], [], columns)
             return rows, keys
         return (
             pa.concat_tables([rows for rows, _ in chunks]),
@@ -287,25 +331,31 @@ class KeyedChanges:
         Each key is in one chunk only."""
         if self.has_absent:
             raise ValueError(f"{self.table}: a row lacks column values; a row delta cannot")
+        if self._spill is None:  # the dict's entries as they are
+            net = self._net
+            upserted = [e.row for e in net.values() if e.row is not None]
+            gone = [key for key, e in net.items() if e.existed]
+            yield self._delta_arrays(upserted, gone, columns)
+            return
         for chunk in self._entries():
-            yield self._delta_arrays(chunk, columns)
+            yield self._delta_arrays(
+                [row for _key, _op, row, _existed in chunk if row is not None],
+                [key for key, _op, _row, existed in chunk if existed],
+                columns,
+            )
 
     def _delta_arrays(
-        self, chunk: list[Entry], columns: Sequence[LakeColumn]
+        self, upserted: list[Row], gone: list[Row], columns: Sequence[LakeColumn]
     ) -> tuple[pa.Table, pa.Table]:
+        """The rows ``upserted`` with ``columns``, and the keys ``gone`` with the key columns:
+        each turned into columns at once (``zip(*rows)``)."""
         source = {name.casefold(): i for i, name in enumerate(self.names)}
         where = [source[c.name.casefold()] for c in columns]
         key_columns = [c for c in columns if source[c.name.casefold()] in self.key_index]
         key_columns.sort(key=lambda c: self.key_index.index(source[c.name.casefold()]))
-        rows: list[list[Any]] = [[] for _ in columns]
-        keys: list[list[Any]] = [[] for _ in key_columns]
-        for key, _op, row, existed in chunk:
-            if row is not None:
-                for out, index in zip(rows, where, strict=True):
-                    out.append(row[index])
-            if existed:
-                for out, value in zip(keys, key, strict=True):
-                    out.append(value)
+        by_source = _transposed(upserted, len(self.names))
+        rows = [by_source[index] for index in where]
+        keys = _transposed(gone, len(self.key_index))
         return _arrow(rows, columns, self.table), _arrow(keys, key_columns, self.table)
 
     def _key_only(self, key: Row) -> Row:
@@ -394,13 +444,20 @@ def _tuple_getter(indexes: tuple[int, ...]) -> Callable[[Row], Row]:
     return cast(Callable[[Row], Row], itemgetter(*indexes))
 
 
-def _arrow(values: list[list[Any]], columns: Sequence[LakeColumn], table: str) -> pa.Table:
+def _transposed(rows: list[Row], width: int) -> list[Sequence[Any]]:
+    """The columns of ``rows`` (each ``width`` values long)."""
+    if not rows:
+        return [() for _ in range(width)]
+    return list(zip(*rows, strict=True))
+
+
+def _arrow(values: Sequence[Sequence[Any]], columns: Sequence[LakeColumn], table: str) -> pa.Table:
     arrays = [column_array(v, c, table) for v, c in zip(values, columns, strict=True)]
     fields = [pa.field(c.name, c.arrow_type()) for c in columns]
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
-def column_array(values: list[Any], column: LakeColumn, table: str) -> pa.Array:
+def column_array(values: Sequence[Any], column: LakeColumn, table: str) -> pa.Array:
     """``values`` as an Arrow array of ``column``'s type; a value that does not fit is an
     ``ApplyError`` naming the table and column."""
     try:
