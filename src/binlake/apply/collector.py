@@ -6,7 +6,7 @@ reference counts when the batch is done. Left to itself, the collector counts th
 and, past its thresholds, scans every object it has not frozen, the open batch's again and again
 as it grows: 23% of the applier process's time under the GIL on `bench/replicate.py --sections
 mixed` (py-spy `--gil --native`: `gc_collect_main`), 5.0 s against 3.9 s for that workload
-(docs/benchmarks.md, "The mixed workload").
+(docs/benchmarks.md, issue 37's table).
 
 So while an applier runs (``BatchCollector``, a context):
 
