@@ -35,9 +35,7 @@ class SyncSchedule:
         return cls(config.sync, config.sync_interval_ms / 1000.0, config.sync_max_transactions)
 
     def on_transaction(self, now: float) -> None:
-        self.pending += 1
-        if self.oldest is None:
-            self.oldest = now
+        self.on_transactions(1, now)
 
     def on_transactions(self, count: int, now: float) -> None:
         """``on_transaction`` for ``count`` transactions appended together at ``now``."""

@@ -170,64 +170,47 @@ class KeyedChanges:
         delete), in order. ``whole``: every image holds every column (the event's column
         bitmaps are full), so no value is ``ABSENT``: nothing to fill from another image, and
         nothing to check."""
-        if not whole:
-            for before, after in changes:
-                if kind == "write" and after is not None:
-                    self.insert(after)
-                elif kind == "update" and before is not None and after is not None:
-                    self.update(before, after)
-                elif before is not None:
-                    self.delete(before)
-            return
         for before, after in changes:
-            self.changes += 1
             if kind == "write" and after is not None:
-                key = self._key(after)
-                previous = self._net.get(key)
-                existed = previous.existed if previous is not None else not self.lake_exact
-                self._upsert(key, after, existed=existed, whole=True)
+                self.insert(after, whole=whole)
             elif kind == "update" and before is not None and after is not None:
-                self._update_whole(before, after)
+                self.update(before, after, whole=whole)
             elif before is not None:
-                self._delete(self._key(before))
+                self.delete(before)
 
-    def _update_whole(self, before: Row, after: Row) -> None:
-        """``update`` of two whole images."""
-        old_key = self._key(before)
-        new_key = self._key(after)
-        if new_key == old_key:
-            previous = self._net.get(old_key)
-            existed = previous.existed if previous is not None else True
-            self._upsert(new_key, after, existed=existed, whole=True)
-            return
-        self._delete(old_key)
-        moved_to = self._net.get(new_key)
-        existed = moved_to.existed if moved_to is not None else not self.lake_exact
-        self._upsert(new_key, after, existed=existed, whole=True)
-
-    def insert(self, after: Row) -> None:
+    def insert(self, after: Row, *, whole: bool = False) -> None:
+        """An inserted row (``whole``: it holds every column, see ``take``)."""
         self.changes += 1
         key = self._key(after)
         previous = self._net.get(key)
-        row = _filled(after, previous.row if previous else None)
-        self._require_whole(row, "an inserted row")
-        self._upsert(key, row, existed=previous.existed if previous else not self.lake_exact)
+        row = after
+        if not whole:
+            row = _filled(after, previous.row if previous else None)
+            self._require_whole(row, "an inserted row")
+        existed = previous.existed if previous else not self.lake_exact
+        self._upsert(key, row, existed=existed, whole=whole)
 
-    def update(self, before: Row, after: Row) -> None:
+    def update(self, before: Row, after: Row, *, whole: bool = False) -> None:
+        """An updated row's two images (``whole``: both hold every column, see ``take``)."""
         self.changes += 1
         old_key = self._key(before)
         previous = self._net.get(old_key)
-        # A column the after image lacks kept its value: the before image has it, or an
-        # earlier image of the batch, or else only the lake (the absent mask).
-        row = _filled(_filled(after, before), previous.row if previous else None)
+        row = after
+        if not whole:
+            # A column the after image lacks kept its value: the before image has it, or an
+            # earlier image of the batch, or else only the lake (the absent mask).
+            row = _filled(_filled(after, before), previous.row if previous else None)
         new_key = self._key(row)
         if new_key == old_key:
-            self._upsert(new_key, row, existed=previous.existed if previous else True)
+            existed = previous.existed if previous else True
+            self._upsert(new_key, row, existed=existed, whole=whole)
             return
-        self._require_whole(row, "a row whose key changed")
+        if not whole:
+            self._require_whole(row, "a row whose key changed")
         self._delete(old_key)
         moved_to = self._net.get(new_key)
-        self._upsert(new_key, row, existed=moved_to.existed if moved_to else not self.lake_exact)
+        existed = moved_to.existed if moved_to else not self.lake_exact
+        self._upsert(new_key, row, existed=existed, whole=whole)
 
     def delete(self, before: Row) -> None:
         self.changes += 1
